@@ -22,7 +22,7 @@ SETUP_DEPS  := requirements/cpu.txt requirements/constraints.txt pyproject.toml
 NOTEBOOKS   := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: help setup test test-fast reproduce lab clean distclean list-notebooks bench bench-env tiny-model $(NB_TARGETS)
+.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env tiny-model $(NB_TARGETS)
 
 help: ## list the targets
 	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b]"
@@ -47,7 +47,15 @@ $(SETUP_STAMP): $(SETUP_DEPS)
 	@mkdir -p $(dir $@) && touch $@
 	@echo "setup done: $(PY) ($$($(PY) --version)), kernel '$(KERNEL)'"
 
-test: setup ## run the whole test suite (per-test timeout: TEST_TIMEOUT seconds, default 900)
+lint: setup ## ruff check + ruff format --check (configured in pyproject.toml)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup ## apply ruff's fixes and formatting in place
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint ## lint, then run the whole test suite (per-test timeout: TEST_TIMEOUT seconds, default 900)
 	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests that are neither notebook runs nor slow

@@ -59,7 +59,9 @@ def _random_action(rng: random.Random) -> tuple[Action, tuple[float, float, floa
     if kind == "type":
         return Action(ActionType.TYPE, text=rng.choice(["hello world", "milk", "Paris hotels", "42"])), None
     if kind == "scroll":
-        return Action(ActionType.SCROLL, direction=rng.choice(["up", "down", "left", "right"]), convention="finger"), None
+        return Action(
+            ActionType.SCROLL, direction=rng.choice(["up", "down", "left", "right"]), convention="finger"
+        ), None
     if kind == "press":
         return Action(ActionType.PRESS, key=rng.choice(["back", "home"])), None
     return Action(ActionType.TERMINATE, status="success"), None

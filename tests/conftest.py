@@ -61,14 +61,24 @@ def written_outputs(roots: dict[str, Path]) -> list[Path]:
 
 def make_notebook(path: Path, parameters_src: str, body: list[str]) -> Path:
     """Write a minimal nbformat-4 notebook: a ``parameters`` cell, then ``body`` code cells."""
-    cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": parameters_src,
-              "outputs": [], "execution_count": None}]
-    cells += [{"cell_type": "code", "metadata": {}, "source": src, "outputs": [],
-               "execution_count": None} for src in body]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["parameters"]},
+            "source": parameters_src,
+            "outputs": [],
+            "execution_count": None,
+        }
+    ]
+    cells += [
+        {"cell_type": "code", "metadata": {}, "source": src, "outputs": [], "execution_count": None} for src in body
+    ]
     nb = {
         "cells": cells,
-        "metadata": {"kernelspec": {"name": "guirl", "display_name": "Python (guirl)", "language": "python"},
-                     "language_info": {"name": "python"}},
+        "metadata": {
+            "kernelspec": {"name": "guirl", "display_name": "Python (guirl)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }

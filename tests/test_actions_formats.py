@@ -43,31 +43,71 @@ def _check(res: ParseResult, expected):
 
 CASES = [
     # ---------------------------------------------------------------- ccpo (resized pixels)
-    ("ccpo", '<think>tap it</think><action>{"action": "click", "coordinate": [250, 500]}</action>',
-     {"type": "click", "point": (0.5, 0.5), "thought": "tap it"}),  # valid click + thought
+    (
+        "ccpo",
+        '<think>tap it</think><action>{"action": "click", "coordinate": [250, 500]}</action>',
+        {"type": "click", "point": (0.5, 0.5), "thought": "tap it"},
+    ),  # valid click + thought
     ("ccpo", '<action>{"action": "click", "coordinate": [250, 500]</action>', "malformed JSON"),  # malformed JSON
     ("ccpo", '<action>{"action": "click"}</action>', "coordinate"),  # missing field
     ("ccpo", '<action>{"action": "click", "coordinate": [501, 10]}</action>', OUT),  # x > resized width
-    ("ccpo", '  <action>\n {"action":"swipe","coordinate":[250,800],"coordinate2":[250,200]} \n</action>  ',
-     {"type": "scroll", "direction": "up", "convention": "finger", "point": (0.5, 0.8)}),  # whitespace; finger up
-    ("ccpo", '<action>{"action": "system_button", "button": "Menu"}</action>', {"type": "press", "key": "recent"}),  # Menu = recent
-    ("ccpo", '<action>{"action": "terminate", "status": "failure"}</action>', {"type": "terminate", "status": "fail"}),  # failure
-    ("ccpo", '<action>{"action": "long_press", "coordinate": [0, 0], "time": 1.5}</action>',
-     {"type": "long_press", "duration_ms": 1500}),  # time seconds -> ms
+    (
+        "ccpo",
+        '  <action>\n {"action":"swipe","coordinate":[250,800],"coordinate2":[250,200]} \n</action>  ',
+        {"type": "scroll", "direction": "up", "convention": "finger", "point": (0.5, 0.8)},
+    ),  # whitespace; finger up
+    (
+        "ccpo",
+        '<action>{"action": "system_button", "button": "Menu"}</action>',
+        {"type": "press", "key": "recent"},
+    ),  # Menu = recent
+    (
+        "ccpo",
+        '<action>{"action": "terminate", "status": "failure"}</action>',
+        {"type": "terminate", "status": "fail"},
+    ),  # failure
+    (
+        "ccpo",
+        '<action>{"action": "long_press", "coordinate": [0, 0], "time": 1.5}</action>',
+        {"type": "long_press", "duration_ms": 1500},
+    ),  # time seconds -> ms
     ("ccpo", '<action>{"action": "key", "text": "a"}</action>', "unsupported"),  # key has no canonical action
     ("ccpo", "click(1,2)", "no <action>"),  # no block at all
     # ---------------------------------------------------------------- qwen_mobile_use
-    ("qwen_mobile_use", '<thinking>\nopen it\n</thinking>\n<tool_call>\n{"name": "mobile_use", "arguments": '
-     '{"action": "open", "text": "Gmail"}}\n</tool_call>', {"type": "open_app", "text": "Gmail", "thought": "open it"}),
-    ("qwen_mobile_use", '<tool_call>{"name": "computer_use", "arguments": {"action": "wait"}}</tool_call>', "mobile_use"),  # wrong tool
+    (
+        "qwen_mobile_use",
+        '<thinking>\nopen it\n</thinking>\n<tool_call>\n{"name": "mobile_use", "arguments": '
+        '{"action": "open", "text": "Gmail"}}\n</tool_call>',
+        {"type": "open_app", "text": "Gmail", "thought": "open it"},
+    ),
+    (
+        "qwen_mobile_use",
+        '<tool_call>{"name": "computer_use", "arguments": {"action": "wait"}}</tool_call>',
+        "mobile_use",
+    ),  # wrong tool
     ("qwen_mobile_use", '<tool_call>{"name": "mobile_use"}</tool_call>', "arguments"),  # missing arguments
-    ("qwen_mobile_use", '<tool_call>{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [-3, 4]}}</tool_call>', OUT),
-    ("qwen_mobile_use", '<tool_call>{"name": "mobile_use", "arguments": {"action": "wait", "time": 2}}</tool_call>',
-     {"type": "wait", "duration_ms": 2000}),
+    (
+        "qwen_mobile_use",
+        '<tool_call>{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [-3, 4]}}</tool_call>',
+        OUT,
+    ),
+    (
+        "qwen_mobile_use",
+        '<tool_call>{"name": "mobile_use", "arguments": {"action": "wait", "time": 2}}</tool_call>',
+        {"type": "wait", "duration_ms": 2000},
+    ),
     # ---------------------------------------------------------------- agentcpm ([0,1000])
     ("agentcpm", '{"thought":"go","POINT":[729,69]}', {"type": "click", "point": (0.729, 0.069), "thought": "go"}),
-    ("agentcpm", '{"POINT":[500,500],"to":"up"}', {"type": "scroll", "direction": "up", "convention": "finger"}),  # finger
-    ("agentcpm", '{"POINT":[500,800],"to":[500,200]}', {"type": "scroll", "direction": "up", "point2": (0.5, 0.2)}),  # to point
+    (
+        "agentcpm",
+        '{"POINT":[500,500],"to":"up"}',
+        {"type": "scroll", "direction": "up", "convention": "finger"},
+    ),  # finger
+    (
+        "agentcpm",
+        '{"POINT":[500,800],"to":[500,200]}',
+        {"type": "scroll", "direction": "up", "point2": (0.5, 0.2)},
+    ),  # to point
     ("agentcpm", '{"POINT":[10,10],"duration":1000}', {"type": "long_press", "duration_ms": 1000}),  # > 200 ms
     ("agentcpm", '{"POINT":[10,10],"duration":200}', {"type": "click"}),  # default duration = click
     ("agentcpm", '{"duration":3000}', {"type": "wait", "duration_ms": 3000}),  # duration alone = wait
@@ -80,8 +120,11 @@ CASES = [
     ("agentcpm", '{"POINT":[1,2]', "no JSON object"),  # truncated
     ("agentcpm", '  ```json\n{"TYPE":"hi"}\n```  ', {"type": "type", "text": "hi"}),  # fenced + whitespace
     # ---------------------------------------------------------------- uitars ([0,1000], content scroll)
-    ("uitars", "Thought: tap send\nAction: click(start_box='<|box_start|>(500,250)<|box_end|>')",
-     {"type": "click", "point": (0.5, 0.25), "thought": "tap send"}),
+    (
+        "uitars",
+        "Thought: tap send\nAction: click(start_box='<|box_start|>(500,250)<|box_end|>')",
+        {"type": "click", "point": (0.5, 0.25), "thought": "tap send"},
+    ),
     ("uitars", "Action: scroll(direction='down')", {"type": "scroll", "direction": "down", "convention": "content"}),
     ("uitars", "Action: long_press(start_box='(10,20)', time='')", {"type": "long_press", "duration_ms": None}),
     ("uitars", "Action: click(start_box='(10,20,30,40)')", {"type": "click", "point": (0.02, 0.03)}),  # box centre
@@ -91,8 +134,11 @@ CASES = [
     ("uitars", "Action: click()", "start_box"),  # missing field
     ("uitars", "Action: finished()", {"type": "terminate", "status": "success"}),
     # ---------------------------------------------------------------- osatlas
-    ("osatlas", "Thoughts: search\nActions: CLICK <point>[[101, 872]]</point>",
-     {"type": "click", "point": (0.101, 0.872), "thought": "search"}),
+    (
+        "osatlas",
+        "Thoughts: search\nActions: CLICK <point>[[101, 872]]</point>",
+        {"type": "click", "point": (0.101, 0.872), "thought": "search"},
+    ),
     ("osatlas", "Actions:\n  TYPE [Shanghai shopping mall]  ", {"type": "type", "text": "Shanghai shopping mall"}),
     ("osatlas", "Actions: SCROLL [UP]", {"type": "scroll", "direction": "up", "convention": "content"}),
     ("osatlas", "Actions: PRESS_RECENT", {"type": "press", "key": "recent"}),
@@ -100,7 +146,11 @@ CASES = [
     ("osatlas", "Actions: CLICK [[1, 2]]", "<point>"),  # malformed point
     ("osatlas", "Actions: FLY [UP]", "unknown OS-Atlas action"),
     # ---------------------------------------------------------------- aguvis ([0,1])
-    ("aguvis", "Thought: click it\npyautogui.click(x=0.5, y=0.3)", {"type": "click", "point": (0.5, 0.3), "thought": "click it"}),
+    (
+        "aguvis",
+        "Thought: click it\npyautogui.click(x=0.5, y=0.3)",
+        {"type": "click", "point": (0.5, 0.3), "thought": "click it"},
+    ),
     ("aguvis", "pyautogui.scroll(page=-1)", {"type": "scroll", "direction": "down", "convention": "content"}),
     ("aguvis", "mobile.terminate(status='success')", {"type": "terminate", "status": "success"}),
     ("aguvis", "mobile.wait(seconds=3)", {"type": "wait", "duration_ms": 3000}),
@@ -118,37 +168,81 @@ CASES = [
     ("odyssey", "CLICK: 300, 700", "(x, y)"),
     ("odyssey", "SCROLL: SIDEWAYS", "direction"),
     # ---------------------------------------------------------------- osgenesis
-    ("osgenesis", 'low-level thought: open settings\naction: {"action_type": "click", "x": 500, "y": 100}',
-     {"type": "click", "point": (0.5, 0.1), "thought": "open settings"}),
-    ("osgenesis", "action: {'action_type': 'scroll', 'direction': 'down'}", {"type": "scroll", "convention": "content"}),  # single quotes
+    (
+        "osgenesis",
+        'low-level thought: open settings\naction: {"action_type": "click", "x": 500, "y": 100}',
+        {"type": "click", "point": (0.5, 0.1), "thought": "open settings"},
+    ),
+    (
+        "osgenesis",
+        "action: {'action_type': 'scroll', 'direction': 'down'}",
+        {"type": "scroll", "convention": "content"},
+    ),  # single quotes
     ("osgenesis", 'action: {"action_type": "navigate_back"}', {"type": "press", "key": "back"}),
     ("osgenesis", 'action: {"action_type": "click", "x": 500}', "'x' and 'y'"),
     ("osgenesis", 'action: {"action_type": "click", "x": 500, "y": 1001}', OUT),
     ("osgenesis", 'action: {"action_type": "dismiss", "x": 1, "y": 1}', "unsupported"),
     ("osgenesis", 'action: {"action_type": "click", "x": 5', "no 'action"),
     # ---------------------------------------------------------------- coepg
-    ("coepg_planner", "<plan>the search box</plan><action>type</action><value>cats</value>",
-     {"type": "type", "text": "cats", "thought": "the search box"}),
-    ("coepg_planner", "<plan>the search box</plan><action>click</action><value></value>", "grounded_point"),  # needs grounder
-    ("coepg_planner", "<plan>p</plan><action>scroll</action><value>down</value>", {"type": "scroll", "convention": "content"}),
+    (
+        "coepg_planner",
+        "<plan>the search box</plan><action>type</action><value>cats</value>",
+        {"type": "type", "text": "cats", "thought": "the search box"},
+    ),
+    (
+        "coepg_planner",
+        "<plan>the search box</plan><action>click</action><value></value>",
+        "grounded_point",
+    ),  # needs grounder
+    (
+        "coepg_planner",
+        "<plan>p</plan><action>scroll</action><value>down</value>",
+        {"type": "scroll", "convention": "content"},
+    ),
     ("coepg_planner", "<plan>p</plan><value>x</value>", "no <action>"),
     ("coepg_grounder", "(250, 500)", {"type": "click", "point": (0.5, 0.5)}),
     ("coepg_grounder", ' {"point_2d": [0, 1000]} ', {"type": "click", "point": (0.0, 1.0)}),
     ("coepg_grounder", "(250, 1500)", OUT),
     ("coepg_grounder", "the button", "expected a point"),
     # ---------------------------------------------------------------- ces_executor (resized pixels)
-    ("ces_executor", "<think>tap</think> <answer>[{'action': 'click', 'point': [250, 500], 'input_text': 'no input text'}]</answer>",
-     {"type": "click", "point": (0.5, 0.5), "thought": "tap"}),
-    ("ces_executor", "<answer>[{'action': 'scroll', 'point': [-100, -100], 'input_text': 'up'}]</answer>",
-     {"type": "scroll", "direction": "up", "convention": "content"}),
-    ("ces_executor", "<answer>[{'action': 'type', 'point': [-100, -100], 'input_text': 'no input text'}]</answer>", "specific input_text"),
-    ("ces_executor", "<answer>[{'action': 'click', 'point': [-100, -100]}]</answer>", OUT),  # placeholder point on a click
+    (
+        "ces_executor",
+        "<think>tap</think> <answer>[{'action': 'click', 'point': [250, 500], 'input_text': 'no input text'}]</answer>",
+        {"type": "click", "point": (0.5, 0.5), "thought": "tap"},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'scroll', 'point': [-100, -100], 'input_text': 'up'}]</answer>",
+        {"type": "scroll", "direction": "up", "convention": "content"},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'type', 'point': [-100, -100], 'input_text': 'no input text'}]</answer>",
+        "specific input_text",
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'click', 'point': [-100, -100]}]</answer>",
+        OUT,
+    ),  # placeholder point on a click
     ("ces_executor", "<answer>[{'point': [1, 2]}]</answer>", "'action'"),
     ("ces_executor", "<answer>[{'action': 'click', </answer>", "Python literal"),
     # ---------------------------------------------------------------- androidlong (screen pixels)
-    ("androidlong", 'do(action="Tap", element=[0, 0, 1080, 2400])', {"type": "click", "point": (0.5, 0.5)}),  # box centre
-    ("androidlong", '<think>go back</think><answer>do(action="Back")</answer>', {"type": "press", "key": "back", "thought": "go back"}),
-    ("androidlong", 'do(action="Swipe", direction="up")', {"type": "scroll", "direction": "up", "convention": "finger"}),
+    (
+        "androidlong",
+        'do(action="Tap", element=[0, 0, 1080, 2400])',
+        {"type": "click", "point": (0.5, 0.5)},
+    ),  # box centre
+    (
+        "androidlong",
+        '<think>go back</think><answer>do(action="Back")</answer>',
+        {"type": "press", "key": "back", "thought": "go back"},
+    ),
+    (
+        "androidlong",
+        'do(action="Swipe", direction="up")',
+        {"type": "scroll", "direction": "up", "convention": "finger"},
+    ),
     ("androidlong", 'do(action="Wait", duration="2 seconds")', {"type": "wait", "duration_ms": 2000}),
     ("androidlong", 'finish(message="done")', {"type": "terminate", "status": "success"}),
     ("androidlong", 'do(action="Tap", element=[0, 0, 1080, 2500])', OUT),
@@ -164,8 +258,18 @@ def test_parse_cases(name, text, expected):
 
 def test_registry():
     assert set(FORMAT_NAMES) == {
-        "ccpo", "qwen_mobile_use", "agentcpm", "uitars", "osatlas", "aguvis", "odyssey", "osgenesis",
-        "coepg_planner", "coepg_grounder", "ces_executor", "androidlong",
+        "ccpo",
+        "qwen_mobile_use",
+        "agentcpm",
+        "uitars",
+        "osatlas",
+        "aguvis",
+        "odyssey",
+        "osgenesis",
+        "coepg_planner",
+        "coepg_grounder",
+        "ces_executor",
+        "androidlong",
     }
     with pytest.raises(KeyError, match="registered"):
         get_format("nope")
@@ -180,7 +284,11 @@ def test_registry():
         ("osatlas", Action("press", key="enter"), "osatlas.*press"),  # no PRESS_ENTER
         ("coepg_grounder", Action("type", text="x"), "coepg_grounder.*type"),  # grounder writes points only
         ("agentcpm", Action("long_press", point=(0.1, 0.1), duration_ms=100), "agentcpm.*long_press"),  # <= 200 ms
-        ("ccpo", Action("scroll", point=(0.5, 0.8), point2=(0.5, 0.2), direction="down", convention="finger"), "contradicts"),
+        (
+            "ccpo",
+            Action("scroll", point=(0.5, 0.8), point2=(0.5, 0.2), direction="down", convention="finger"),
+            "contradicts",
+        ),
     ],
 )
 def test_format_rejects_inexpressible(name, action, match):
@@ -194,10 +302,14 @@ def test_agentcpm_output_is_compact():
 
 
 # ----------------------------------------------------------------------------- properties
-SAFE_TEXT = st.text(
-    alphabet=st.sampled_from(list("abcXYZ019 '\"\\[](){},.:;!?-_/@#&*+=%$éü中文")), min_size=1, max_size=16
-).map(str.strip).filter(bool)
-THOUGHT = st.none() | st.text(alphabet=st.sampled_from(list("abc xyz.,!?'-")), min_size=1, max_size=20).map(str.strip).filter(bool)
+SAFE_TEXT = (
+    st.text(alphabet=st.sampled_from(list("abcXYZ019 '\"\\[](){},.:;!?-_/@#&*+=%$éü中文")), min_size=1, max_size=16)
+    .map(str.strip)
+    .filter(bool)
+)
+THOUGHT = st.none() | st.text(alphabet=st.sampled_from(list("abc xyz.,!?'-")), min_size=1, max_size=20).map(
+    str.strip
+).filter(bool)
 P = st.tuples(st.floats(0, 1, allow_nan=False), st.floats(0, 1, allow_nan=False))
 DIR = st.sampled_from(["up", "down", "left", "right"])
 CONV = st.sampled_from(["finger", "content"])
@@ -310,7 +422,12 @@ def test_parse_non_string_input():
 @pytest.mark.parametrize(
     "fn, text, value, reason",
     [
-        (parse_ces_coordinator, "<think>plan</think><answer>Open the Gmail app</answer>", "Open the Gmail app", ""),  # valid
+        (
+            parse_ces_coordinator,
+            "<think>plan</think><answer>Open the Gmail app</answer>",
+            "Open the Gmail app",
+            "",
+        ),  # valid
         (parse_ces_state_tracker, "<answer>\n  Cart has 2 items.  \n</answer>", "Cart has 2 items.", ""),  # whitespace
         (parse_ces_coordinator, "<think>x</think>", None, "no <answer>"),  # missing answer
         (parse_ces_state_tracker, "<answer>  </answer>", None, "empty"),  # empty answer

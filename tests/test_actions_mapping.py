@@ -17,22 +17,36 @@ S = dict  # expected fields
         # units: Aguvis rounds (round(x*1000))
         ("aguvis", Action("click", point=(0.12351, 0.5)), S(type="click", point=(0.124, 0.5))),
         # durations: Qwen long_press time converted to ms and kept when > 200
-        ("qwen_mobile_use", Action("long_press", point=(0.5, 0.5), duration_ms=1500), S(type="long_press", duration_ms=1500)),
+        (
+            "qwen_mobile_use",
+            Action("long_press", point=(0.5, 0.5), duration_ms=1500),
+            S(type="long_press", duration_ms=1500),
+        ),
         # durations: a long press of <= 200 ms is a click in AgentCPM's evaluator
         ("uitars", Action("long_press", point=(0.5, 0.5), duration_ms=150), S(type="click")),
         # durations: families without a long-press time get 1000 ms
         ("osatlas", Action("long_press", point=(0.5, 0.5)), S(type="long_press", duration_ms=1000)),
         ("odyssey", Action("long_press", point=(0.5, 0.5)), S(type="long_press", duration_ms=1000)),
         # scroll: UI-TARS content direction is reversed into AgentCPM's finger direction, POINT = centre
-        ("uitars", Action("scroll", direction="down", convention="content"),
-         S(type="scroll", direction="up", convention="finger", point=(0.5, 0.5))),
+        (
+            "uitars",
+            Action("scroll", direction="down", convention="content"),
+            S(type="scroll", direction="up", convention="finger", point=(0.5, 0.5)),
+        ),
         # scroll: Qwen swipe keeps its finger direction and start point
-        ("qwen_mobile_use", Action("scroll", point=(0.3, 0.8), point2=(0.3, 0.2), direction="up", convention="finger"),
-         S(type="scroll", direction="up", point=(0.3, 0.8), point2=None)),
+        (
+            "qwen_mobile_use",
+            Action("scroll", point=(0.3, 0.8), point2=(0.3, 0.2), direction="up", convention="finger"),
+            S(type="scroll", direction="up", point=(0.3, 0.8), point2=None),
+        ),
         # scroll: Odyssey's word is already a finger direction
         ("odyssey", Action("scroll", direction="left", convention="finger"), S(type="scroll", direction="left")),
         # scroll: Aguvis scroll(page>0) ("up" in wheel/content terms) becomes finger "up" without reversal
-        ("aguvis", Action("scroll", direction="up", convention="content"), S(type="scroll", direction="up", convention="finger")),
+        (
+            "aguvis",
+            Action("scroll", direction="up", convention="content"),
+            S(type="scroll", direction="up", convention="finger"),
+        ),
         # scroll: OS-Atlas' intended low-instruction reversal never fires in AgentCPM's code
         ("osatlas", Action("scroll", direction="down", convention="content"), S(type="scroll", direction="down")),
         # scroll: OS-Genesis keeps the word in the high setting ...
@@ -100,8 +114,14 @@ def test_unknown_family():
 def test_unified_actions_are_agentcpm_formattable(family):
     # every mapped action is writable in AgentCPM-GUI's compact format and reads back unchanged
     fmt, ctx = get_format("agentcpm"), FormatContext()
-    for a in [Action("click", point=(0.2, 0.4)), Action("long_press", point=(0.7, 0.1), duration_ms=900),
-              Action("scroll", direction="up", convention="finger"), Action("type", text="x"),
-              Action("press", key="back"), Action("wait", duration_ms=1000), Action("terminate", status="success")]:
+    for a in [
+        Action("click", point=(0.2, 0.4)),
+        Action("long_press", point=(0.7, 0.1), duration_ms=900),
+        Action("scroll", direction="up", convention="finger"),
+        Action("type", text="x"),
+        Action("press", key="back"),
+        Action("wait", duration_ms=1000),
+        Action("terminate", status="success"),
+    ]:
         u = to_unified(a, family)
         assert fmt.parse(fmt.format(u, ctx), ctx).action == u

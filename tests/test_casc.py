@@ -35,9 +35,7 @@ def _click(x: float, y: float) -> Action:
 TYPE = Action(ActionType.TYPE, text="hello")
 WAIT = Action(ActionType.WAIT)
 SCROLL_NO_POINT = Action(ActionType.SCROLL, direction="down", convention="content")
-SCROLL_WITH_POINTS = Action(
-    ActionType.SCROLL, direction="up", convention="finger", point=(0.5, 0.8), point2=(0.5, 0.2)
-)
+SCROLL_WITH_POINTS = Action(ActionType.SCROLL, direction="up", convention="finger", point=(0.5, 0.8), point2=(0.5, 0.2))
 
 
 # ----------------------------------------------------------------------------- ROI cases

@@ -76,9 +76,9 @@ def test_shipped_experiments_apply_every_key(experiment: str) -> None:
 def test_merge_order_profile_then_experiment_then_overrides(tmp_path: Path) -> None:
     exp = write_yaml(tmp_path / "exp.yaml", {"seed": 5, "sft": {"learning_rate": 0.5, "epochs": 3}})
     cfg = load_config("tiny", exp, ["sft.learning_rate=0.25"])
-    assert cfg.seed == 5                    # experiment beats profile
-    assert cfg.sft.epochs == 3              # experiment beats profile
-    assert cfg.sft.learning_rate == 0.25    # override beats experiment
+    assert cfg.seed == 5  # experiment beats profile
+    assert cfg.sft.epochs == 3  # experiment beats profile
+    assert cfg.sft.learning_rate == 0.25  # override beats experiment
     assert cfg.sft.histories == load_config("tiny").sft.histories  # untouched keys survive
 
 
@@ -110,18 +110,18 @@ def test_saved_config_loads_back_identically(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("1e-4", 1e-4),         # YAML 1.1 would give a string; guirl gives a float
-        ("1.0e-4", 1e-4),       # the dotted form too
-        ("-3e2", -300.0),       # signed exponent form
-        ("3", 3),               # int stays int
+        ("1e-4", 1e-4),  # YAML 1.1 would give a string; guirl gives a float
+        ("1.0e-4", 1e-4),  # the dotted form too
+        ("-3e2", -300.0),  # signed exponent form
+        ("3", 3),  # int stays int
         ("0.5", 0.5),
-        ("true", True),         # YAML booleans
+        ("true", True),  # YAML booleans
         ("false", False),
         ("null", None),
-        ("tiny", "tiny"),       # bare words are strings
-        ("'3'", "3"),           # quoted numbers stay strings
-        ("[1, 2]", [1, 2]),     # flow lists
-        ("a: b: c", "a: b: c"), # invalid YAML stays the raw text
+        ("tiny", "tiny"),  # bare words are strings
+        ("'3'", "3"),  # quoted numbers stay strings
+        ("[1, 2]", [1, 2]),  # flow lists
+        ("a: b: c", "a: b: c"),  # invalid YAML stays the raw text
     ],
 )
 def test_parse_scalar(text: str, expected: object) -> None:
@@ -135,8 +135,8 @@ def test_parse_scalar(text: str, expected: object) -> None:
         ("sft.learning_rate=1e-4", "sft.learning_rate", 1e-4),
         ("seed=1", "seed", 1),
         (" runtime.bf16 = false ", "runtime.bf16", False),  # spaces around key and value
-        ("model.path=/a/b=c", "model.path", "/a/b=c"),       # only the first '=' splits
-        ("data.path=", "data.path", None),                   # empty value is null
+        ("model.path=/a/b=c", "model.path", "/a/b=c"),  # only the first '=' splits
+        ("data.path=", "data.path", None),  # empty value is null
     ],
 )
 def test_parse_override(item: str, key: str, value: object) -> None:
@@ -154,7 +154,7 @@ def test_malformed_override_raises(item: str) -> None:
 @given(
     key=st.from_regex(r"[a-z][a-z_]{0,8}(\.[a-z][a-z_]{0,8}){0,2}", fullmatch=True),
     value=st.one_of(
-        st.integers(-10**6, 10**6),
+        st.integers(-(10**6), 10**6),
         st.floats(allow_nan=False, allow_infinity=False, width=64),
         st.booleans(),
         st.none(),
@@ -174,40 +174,63 @@ ERROR_CASES = {
     # a typo in an experiment yaml
     "unknown key": lambda tmp: (
         dict(profile="tiny", experiment=write_yaml(tmp / "typo.yaml", {"sft": {"learnin_rate": 1e-4}})),
-        "typo.yaml", "sft.learnin_rate", "did you mean 'sft.learning_rate'",
+        "typo.yaml",
+        "sft.learnin_rate",
+        "did you mean 'sft.learning_rate'",
     ),
     # a word where a number belongs, from an override
     "wrong type": lambda tmp: (
         dict(profile="tiny", overrides=["lora.r=eight"]),
-        "override lora.r=eight", "lora.r", "integer",
+        "override lora.r=eight",
+        "lora.r",
+        "integer",
     ),
     # an experiment file that does not exist
     "missing file": lambda tmp: (
         dict(profile="tiny", experiment=tmp / "nope.yaml"),
-        "nope.yaml", "experiment", "file not found",
+        "nope.yaml",
+        "experiment",
+        "file not found",
     ),
     # a profile name that is not in configs/profiles
     "unknown profile": lambda tmp: (
         dict(profile="tiniest"),
-        "configs/profiles/tiniest.yaml", "profile", "known profiles: paper-3b, paper-7b, tiny",
+        "configs/profiles/tiniest.yaml",
+        "profile",
+        "known profiles: paper-3b, paper-7b, tiny",
     ),
     # a value outside its allowed set, in a profile file given as a path
     "bad literal": lambda tmp: (
-        dict(profile=write_yaml(tmp / "p.yaml", {**load_config("tiny").to_dict(), "eval": {
-            **load_config("tiny").eval.model_dump(), "protocol": "magic"}})),
-        "p.yaml", "eval.protocol", "'ccpo'",
+        dict(
+            profile=write_yaml(
+                tmp / "p.yaml",
+                {
+                    **load_config("tiny").to_dict(),
+                    "eval": {**load_config("tiny").eval.model_dump(), "protocol": "magic"},
+                },
+            )
+        ),
+        "p.yaml",
+        "eval.protocol",
+        "'ccpo'",
     ),
     # a referenced config file that does not exist
     "missing referenced file": lambda tmp: (
         dict(profile="tiny", overrides={"runtime.deepspeed_config": "configs/deepspeed/none.json"}),
         "override runtime.deepspeed_config=configs/deepspeed/none.json",
-        "runtime.deepspeed_config", "file not found",
+        "runtime.deepspeed_config",
+        "file not found",
     ),
     # a required key left out of a profile
     "missing key": lambda tmp: (
-        dict(profile=write_yaml(tmp / "short.yaml", {k: v for k, v in load_config("tiny").to_dict().items()
-                                                      if k != "seed"})),
-        "short.yaml", "seed", "missing required key",
+        dict(
+            profile=write_yaml(
+                tmp / "short.yaml", {k: v for k, v in load_config("tiny").to_dict().items() if k != "seed"}
+            )
+        ),
+        "short.yaml",
+        "seed",
+        "missing required key",
     ),
 }
 
@@ -238,12 +261,18 @@ def test_config_errors_name_file_and_key(case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(ERROR_CASES))
-def test_cli_rejects_bad_config_and_writes_nothing(case: str, tmp_path: Path,
-                                                  isolated_outputs: dict[str, Path]) -> None:
+def test_cli_rejects_bad_config_and_writes_nothing(
+    case: str, tmp_path: Path, isolated_outputs: dict[str, Path]
+) -> None:
     kwargs, file, key, _ = ERROR_CASES[case](tmp_path)
     nb = make_notebook(tmp_path / "01_probe.ipynb", "profile = 'tiny'\n", ["x = 1"])
-    proc = subprocess.run([PYTHON, "-m", "guirl.runner", str(nb), *_cli_args(kwargs)],
-                          capture_output=True, text=True, env=runner_env(), timeout=120)
+    proc = subprocess.run(
+        [PYTHON, "-m", "guirl.runner", str(nb), *_cli_args(kwargs)],
+        capture_output=True,
+        text=True,
+        env=runner_env(),
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0] and Path(file).name in lines[0], proc.stderr
@@ -267,8 +296,9 @@ def test_hash_known_value_for_a_fixed_config() -> None:
     assert cfg.hash() == hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-@pytest.mark.parametrize("override", ["seed=1", "sft.learning_rate=0.0005", "lora.r=16",
-                                      "runtime.bf16=true", "model.max_pixels=200000"])
+@pytest.mark.parametrize(
+    "override", ["seed=1", "sft.learning_rate=0.0005", "lora.r=16", "runtime.bf16=true", "model.max_pixels=200000"]
+)
 def test_hash_changes_with_any_value(override: str) -> None:
     assert load_config("tiny", overrides=[override]).hash() != load_config("tiny").hash()
 
@@ -281,10 +311,13 @@ def test_hash_ignores_how_a_value_was_written() -> None:
 def test_to_flat_has_dotted_keys_for_every_field() -> None:
     flat = load_config("tiny").to_flat()
     assert flat["sft.learning_rate"] == 3e-3 and flat["seed"] == 0 and flat["profile"] == "tiny"
-    sections = {name for name, f in Config.model_fields.items() if isinstance(f.annotation, type)
-                and hasattr(f.annotation, "model_fields")}
+    sections = {
+        name
+        for name, f in Config.model_fields.items()
+        if isinstance(f.annotation, type) and hasattr(f.annotation, "model_fields")
+    }
     for section in sections:
-        fields = getattr(Config.model_fields[section].annotation, "model_fields")
+        fields = Config.model_fields[section].annotation.model_fields
         assert {f"{section}.{f}" for f in fields} <= set(flat)
 
 
@@ -300,8 +333,9 @@ def test_repo_root_has_pyproject() -> None:
     assert paths.repo_root() == REPO
 
 
-@pytest.mark.parametrize("func, var", [(paths.runs_dir, "GUIRL_RUNS"), (paths.figures_dir, "GUIRL_FIGURES"),
-                                       (paths.data_dir, "GUIRL_DATA")])
+@pytest.mark.parametrize(
+    "func, var", [(paths.runs_dir, "GUIRL_RUNS"), (paths.figures_dir, "GUIRL_FIGURES"), (paths.data_dir, "GUIRL_DATA")]
+)
 def test_profile_dirs_follow_env(func, var: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(var, str(tmp_path / "elsewhere"))
     assert func("tiny") == (tmp_path / "elsewhere" / "tiny").resolve()

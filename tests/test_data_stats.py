@@ -21,10 +21,21 @@ def _step(i: int, action: Action, box=None) -> Step:
     return Step(step_id=i, screenshot=f"s{i}.png", screen_size=(100, 200), action=action, target_box=box)
 
 
-def _ep(eid: str, actions: list[Action], category: str = "", app: str = "", apps=(), subgoals=(), split="train", boxes=None):
+def _ep(
+    eid: str, actions: list[Action], category: str = "", app: str = "", apps=(), subgoals=(), split="train", boxes=None
+):
     boxes = boxes or [None] * len(actions)
-    return Episode(episode_id=eid, instruction="x", steps=tuple(_step(i, a, b) for i, (a, b) in enumerate(zip(actions, boxes))),
-                   source="test", split=split, app=app, apps=tuple(apps), category=category, subgoals=tuple(subgoals))
+    return Episode(
+        episode_id=eid,
+        instruction="x",
+        steps=tuple(_step(i, a, b) for i, (a, b) in enumerate(zip(actions, boxes))),
+        source="test",
+        split=split,
+        app=app,
+        apps=tuple(apps),
+        category=category,
+        subgoals=tuple(subgoals),
+    )
 
 
 CLICK = Action(A.CLICK, point=(0.5, 0.5))
@@ -32,7 +43,14 @@ BACK = Action(A.PRESS, key="back")
 UP = Action(A.SCROLL, direction="up", convention="finger")
 DONE = Action(A.TERMINATE, status="success")
 EPS = [
-    _ep("e1", [CLICK, CLICK, BACK, DONE], "item_creation", "Notes", subgoals=("open", "write"), boxes=[(0.4, 0.4, 0.6, 0.6), None, None, None]),
+    _ep(
+        "e1",
+        [CLICK, CLICK, BACK, DONE],
+        "item_creation",
+        "Notes",
+        subgoals=("open", "write"),
+        boxes=[(0.4, 0.4, 0.6, 0.6), None, None, None],
+    ),
     _ep("e2", [CLICK, UP], "cross_app", "Notes", apps=("Notes", "Messages"), split="test"),
     _ep("e3", [DONE], "", ""),
 ]
@@ -67,7 +85,10 @@ def test_category_and_app_distribution():
 def test_episode_lengths_and_summary():
     lens = stats.episode_lengths(EPS)
     assert lens[["episode_id", "n_steps", "n_subgoals", "n_apps"]].values.tolist() == [
-        ["e1", 4, 2, 1], ["e2", 2, 0, 2], ["e3", 1, 0, 0]]
+        ["e1", 4, 2, 1],
+        ["e2", 2, 0, 2],
+        ["e3", 1, 0, 0],
+    ]
     summ = stats.length_summary(lens, by="split")
     assert summ["split"].tolist() == ["test", "train", "(all)"]
     allrow = summ.iloc[-1]
@@ -90,7 +111,9 @@ def test_sample_steps_deterministic_and_bounded():
     assert len(a) == 1 and a[0][1].target_box is not None  # only one step has a box
     many = [_ep(f"m{i}", [CLICK] * 3, boxes=[(0, 0, 1, 1)] * 3) for i in range(5)]
     s1 = stats.sample_steps(many, 4, seed=3)
-    assert [(e.episode_id, s.step_id) for e, s in s1] == [(e.episode_id, s.step_id) for e, s in stats.sample_steps(many, 4, seed=3)]
+    assert [(e.episode_id, s.step_id) for e, s in s1] == [
+        (e.episode_id, s.step_id) for e, s in stats.sample_steps(many, 4, seed=3)
+    ]
     assert len({(e.episode_id, s.step_id) for e, s in s1}) == 4
 
 
@@ -107,8 +130,10 @@ ACTIONS = st.sampled_from([CLICK, BACK, UP, DONE, Action(A.TYPE, text="a")])
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(ACTIONS, min_size=1, max_size=6), min_size=1, max_size=6),
-       st.lists(st.sampled_from(["a", "b", ""]), min_size=6, max_size=6))
+@given(
+    st.lists(st.lists(ACTIONS, min_size=1, max_size=6), min_size=1, max_size=6),
+    st.lists(st.sampled_from(["a", "b", ""]), min_size=6, max_size=6),
+)
 def test_distributions_sum_to_totals(action_lists, cats):
     eps = [_ep(f"e{i}", acts, category=cats[i]) for i, acts in enumerate(action_lists)]
     n_steps = sum(len(a) for a in action_lists)

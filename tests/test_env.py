@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -145,12 +145,15 @@ def test_reset_seed_is_deterministic():
     assert a.state.to_dict() != b.state.to_dict()
 
 
-@pytest.mark.parametrize("direction,convention,moves", [
-    ("up", "finger", True),  # finger up reveals later items
-    ("down", "content", True),  # the same scroll in AndroidControl's convention
-    ("down", "finger", False),  # finger down at the top: nothing to show
-    ("up", "content", False),  # same, content convention
-])
+@pytest.mark.parametrize(
+    "direction,convention,moves",
+    [
+        ("up", "finger", True),  # finger up reveals later items
+        ("down", "content", True),  # the same scroll in AndroidControl's convention
+        ("down", "finger", False),  # finger down at the top: nothing to show
+        ("up", "content", False),  # same, content convention
+    ],
+)
 def test_scroll_conventions(direction, convention, moves):
     env = _env()
     _contacts(env)

@@ -91,8 +91,9 @@ def test_gpu_requirements() -> None:
 
 
 def test_makefile_installs_torch_first_then_pins_then_package_then_kernel() -> None:
-    out = subprocess.run(["make", "-n", "-B", "setup"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["make", "-n", "-B", "setup"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     steps = [
         '-m pip install --quiet "torch==2.13.0"',
         "-m pip install --quiet -r requirements/cpu.txt -c requirements/constraints.txt",
@@ -106,16 +107,14 @@ def test_makefile_installs_torch_first_then_pins_then_package_then_kernel() -> N
 
 
 def test_makefile_setup_stamp_depends_on_requirements() -> None:
-    out = subprocess.run(["make", "-p", "-n", "help"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60).stdout
+    out = subprocess.run(["make", "-p", "-n", "help"], cwd=REPO, capture_output=True, text=True, timeout=60).stdout
     deps = re.search(r"^\.stamps/setup: (.*)$", out, re.M)
     assert deps, "no .stamps/setup rule"
     assert set(deps.group(1).split()) >= {"requirements/cpu.txt", "requirements/constraints.txt", "pyproject.toml"}
 
 
 def test_make_help_lists_targets() -> None:
-    out = subprocess.run(["make", "help"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         check=True).stdout
+    out = subprocess.run(["make", "help"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout
     for target in ("setup", "test", "test-fast", "reproduce", "lab", "clean", "distclean"):
         assert re.search(rf"^\s+{re.escape(target)}\s+\S", out, re.M), target
 

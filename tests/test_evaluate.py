@@ -32,8 +32,18 @@ from guirl.prompts import SYSTEM_PROMPTS, PromptSpec, action_text, episode_step_
 
 MIN_PX, MAX_PX = 3136, 141120  # the tiny profile's pixel budget (configs/profiles/tiny.yaml)
 W, H = 280, 504  # MiniGUI screen (tiny profile)
-ONLINE_FIELDS = {"task_id", "category", "success", "subgoals_done", "subgoals_total", "subgoal_rate", "turns",
-                 "n_unparsable", "n_invalid", "actions"}
+ONLINE_FIELDS = {
+    "task_id",
+    "category",
+    "success",
+    "subgoals_done",
+    "subgoals_total",
+    "subgoal_rate",
+    "turns",
+    "n_unparsable",
+    "n_invalid",
+    "actions",
+}
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -82,8 +92,18 @@ def hand_episode() -> Episode:
 
 
 def record(ep: Episode, t: int, output: str, fmt: str = "ccpo", protocol: str = "ccpo") -> dict:
-    return prediction_record(model="m", split="test_in_domain", history="1AO", episode=ep, t=t, output=output,
-                             output_format=fmt, protocol=protocol, min_pixels=MIN_PX, max_pixels=MAX_PX)
+    return prediction_record(
+        model="m",
+        split="test_in_domain",
+        history="1AO",
+        episode=ep,
+        t=t,
+        output=output,
+        output_format=fmt,
+        protocol=protocol,
+        min_pixels=MIN_PX,
+        max_pixels=MAX_PX,
+    )
 
 
 def text_of(action: Action, fmt: str = "ccpo", size: tuple[int, int] = (W, H)) -> str:
@@ -102,7 +122,12 @@ def test_prediction_record_exact_ground_truth(fmt: str, t: int) -> None:
     assert r["parse_ok"] and r["type_match"] and r["exact"], r["score_reason"]
     assert r["grounding"] is (True if step.action.point is not None else None)  # GR only for coordinate steps
     assert (r["episode_id"], r["step_id"], r["history"], r["split"], r["model"]) == (
-        "ep-eval", t, "1AO", "test_in_domain", "m")
+        "ep-eval",
+        t,
+        "1AO",
+        "test_in_domain",
+        "m",
+    )
     assert (r["image_width"], r["image_height"]) == step.screen_size
     assert r["gt_action"] == step.action.to_dict() and r["gt_type"] == step.action.type.value
     assert r["output"] == out and r["pred_type"] == step.action.type.value
@@ -128,7 +153,9 @@ def test_prediction_record_garbage_is_complete_and_wrong(output: str, t: int) ->
     assert r["type_match"] is False and r["exact"] is False
     assert r["grounding"] is (False if t == 0 else None)  # unparsable: wrong on coordinate steps
     assert r["pred_action"] is r["pred_type"] is r["pred_point"] is r["pred_text"] is None
-    assert r["gt_point"] == ([0.5, 0.5] if t == 0 else None) and r["gt_box"] == ([0.1, 0.4, 0.9, 0.6] if t == 0 else None)
+    assert r["gt_point"] == ([0.5, 0.5] if t == 0 else None) and r["gt_box"] == (
+        [0.1, 0.4, 0.9, 0.6] if t == 0 else None
+    )
     assert r["output"] == output
     json.dumps(r)
 
@@ -177,7 +204,10 @@ HAND = [
     [
         (HAND, {"n": 5, "n_unparsable": 2, "TM": 60.0, "GR": 100 / 3, "SR": 20.0}),  # mixed
         (HAND[:1], {"n": 1, "n_unparsable": 0, "TM": 100.0, "GR": 100.0, "SR": 100.0}),  # one perfect step
-        ([rec(True, None, True)] * 3, {"n": 3, "n_unparsable": 0, "TM": 100.0, "GR": math.nan, "SR": 100.0}),  # no coords
+        (
+            [rec(True, None, True)] * 3,
+            {"n": 3, "n_unparsable": 0, "TM": 100.0, "GR": math.nan, "SR": 100.0},
+        ),  # no coords
         ([], {"n": 0, "n_unparsable": 0, "TM": math.nan, "GR": math.nan, "SR": math.nan}),  # nothing scored
     ],
 )
@@ -241,8 +271,10 @@ def run(*pairs: tuple[bool, float]) -> list[dict]:
         # two seeds: task SR 50 and 0, subgoal SR 75 and 25 (std over seeds, numpy's population std)
         ([run((True, 1.0), (False, 0.5)), run((False, 0.0), (False, 0.5))], (25.0, 25.0, 50.0, 25.0, 2)),
         ([run((True, 1.0), (True, 1.0))], (100.0, 0.0, 100.0, 0.0, 1)),  # one perfect seed
-        ([run((False, 0.25)), run((False, 0.25)), run((True, 1.0))], (100 / 3, float(np.std([0, 0, 100])),
-                                                                      50.0, float(np.std([25, 25, 100])), 3)),
+        (
+            [run((False, 0.25)), run((False, 0.25)), run((True, 1.0))],
+            (100 / 3, float(np.std([0, 0, 100])), 50.0, float(np.std([25, 25, 100])), 3),
+        ),
         ([run((True, 1.0)), []], (100.0, 0.0, 100.0, 0.0, 1)),  # an empty run is not a seed
     ],
 )
@@ -264,8 +296,12 @@ def test_generate_returns_one_string_per_prompt_in_order(tiny_policy, minigui12:
     model, processor = tiny_policy
     ep = next(read_episodes(minigui12 / "test_in_domain" / "episodes.jsonl"))
     spec = PromptSpec(n_history=1, history_mode="nAO")
-    prompts = [episode_step_prompt(ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX,
-                                   image_root=str(minigui12 / "test_in_domain"))[:2] for t in range(2)]
+    prompts = [
+        episode_step_prompt(
+            ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX, image_root=str(minigui12 / "test_in_domain")
+        )[:2]
+        for t in range(2)
+    ]
     outs = generate(model, processor, prompts, max_new_tokens=4, batch_size=1)
     assert len(outs) == 2 and all(isinstance(o, str) for o in outs)
     # batch size 1 has no padding, so reversing the prompts reverses the outputs exactly
@@ -277,9 +313,22 @@ def test_evaluate_offline_on_tiny_model(tiny_policy, minigui12: Path) -> None:
     split = "test_in_domain"
     episodes = list(read_episodes(minigui12 / split / "episodes.jsonl"))
     spec = PromptSpec(n_history=2, history_mode="nAO", use_step_instruction=True)
-    recs = evaluate_offline(model, processor, episodes, spec, protocol="ccpo", image_root=minigui12 / split,
-                            min_pixels=MIN_PX, max_pixels=MAX_PX, max_new_tokens=8, batch_size=3,
-                            model_name="random", split=split, max_steps=5, progress=False)
+    recs = evaluate_offline(
+        model,
+        processor,
+        episodes,
+        spec,
+        protocol="ccpo",
+        image_root=minigui12 / split,
+        min_pixels=MIN_PX,
+        max_pixels=MAX_PX,
+        max_new_tokens=8,
+        batch_size=3,
+        model_name="random",
+        split=split,
+        max_steps=5,
+        progress=False,
+    )
     items = [(ep.episode_id, s.step_id) for ep in episodes for s in ep.steps][:5]  # batches of 3 and 2
     assert [(r["episode_id"], r["step_id"]) for r in recs] == items  # one record per step, episode order
     for r in recs:
@@ -296,17 +345,40 @@ def test_evaluate_offline_on_tiny_model(tiny_policy, minigui12: Path) -> None:
 def test_evaluate_offline_unknown_protocol_fails_before_generating(minigui12: Path) -> None:
     episodes = list(read_episodes(minigui12 / "test_in_domain" / "episodes.jsonl"))
     with pytest.raises(KeyError, match="no_such_protocol"):  # model=None: generating would fail differently
-        evaluate_offline(None, None, episodes, PromptSpec(), protocol="no_such_protocol", image_root=minigui12,
-                         min_pixels=MIN_PX, max_pixels=MAX_PX, max_new_tokens=8, batch_size=1, model_name="x",
-                         split="test_in_domain", progress=False)
+        evaluate_offline(
+            None,
+            None,
+            episodes,
+            PromptSpec(),
+            protocol="no_such_protocol",
+            image_root=minigui12,
+            min_pixels=MIN_PX,
+            max_pixels=MAX_PX,
+            max_new_tokens=8,
+            batch_size=1,
+            model_name="x",
+            split="test_in_domain",
+            progress=False,
+        )
 
 
 def test_play_online_random_model(tiny_policy) -> None:
     model, processor = tiny_policy
     tasks = generate_tasks(2, seed=5, prefix="online")
-    res = play_online(model, processor, tasks, PromptSpec(n_history=1, history_mode="nAO"), width=W, height=H,
-                      max_turns=2, min_pixels=MIN_PX, max_pixels=MAX_PX, max_new_tokens=8, batch_size=2,
-                      progress=False)
+    res = play_online(
+        model,
+        processor,
+        tasks,
+        PromptSpec(n_history=1, history_mode="nAO"),
+        width=W,
+        height=H,
+        max_turns=2,
+        min_pixels=MIN_PX,
+        max_pixels=MAX_PX,
+        max_new_tokens=8,
+        batch_size=2,
+        progress=False,
+    )
     assert [r["task_id"] for r in res] == [t.task_id for t in tasks]
     for r, task in zip(res, tasks):
         assert set(r) == ONLINE_FIELDS
@@ -346,8 +418,20 @@ def test_play_online_scripted_expert(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr("guirl.evaluate.generate", fake_generate)
     spec = PromptSpec(n_history=1, history_mode="nAO")
-    res = play_online(None, None, tasks, spec, width=W, height=H, max_turns=6, min_pixels=MIN_PX,
-                      max_pixels=MAX_PX, max_new_tokens=8, batch_size=2, progress=False)
+    res = play_online(
+        None,
+        None,
+        tasks,
+        spec,
+        width=W,
+        height=H,
+        max_turns=6,
+        min_pixels=MIN_PX,
+        max_pixels=MAX_PX,
+        max_new_tokens=8,
+        batch_size=2,
+        progress=False,
+    )
     a, b = res
     assert (a["success"], a["subgoal_rate"], a["turns"], a["n_unparsable"], a["n_invalid"]) == (True, 1.0, 5, 1, 1)
     assert (b["success"], b["subgoal_rate"], b["turns"], b["n_unparsable"], b["n_invalid"]) == (True, 1.0, 4, 0, 0)

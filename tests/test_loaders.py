@@ -12,9 +12,9 @@ import pytest
 
 from guirl.actions import Action, ActionType
 from guirl.data.loaders import LOADERS, DatasetFormatError, load_dataset
+from guirl.data.loaders._common import finger_direction
 from guirl.data.loaders.aitz import TAP_DISTANCE_THRESHOLD
 from guirl.data.loaders.androidcontrol import decode_fields, parse_a11y_forest
-from guirl.data.loaders._common import finger_direction
 from guirl.data.schema import read_episodes, write_episodes
 
 _spec = importlib.util.spec_from_file_location("make_fixtures", Path(__file__).parent / "fixtures" / "make_fixtures.py")
@@ -123,13 +123,20 @@ def _close(a, b, tol=1e-9):
     return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("name,ep,step,expected,target", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3].type.value}" for c in CASES])
+@pytest.mark.parametrize(
+    "name,ep,step,expected,target", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3].type.value}" for c in CASES]
+)
 def test_action_and_target(loaded, name, ep, step, expected, target):
     s = loaded[0][name].episodes[ep].steps[step]
     got = s.action
     assert got.type is expected.type
     assert (got.direction, got.convention, got.text, got.key, got.status, got.duration_ms) == (
-        expected.direction, expected.convention, expected.text, expected.key, expected.status, expected.duration_ms
+        expected.direction,
+        expected.convention,
+        expected.text,
+        expected.key,
+        expected.status,
+        expected.duration_ms,
     )
     assert _close(got.point, expected.point) and _close(got.point2, expected.point2)
     assert _close(s.target_box, target)
@@ -182,11 +189,19 @@ def test_annotations_mapped(loaded):
     ody = res["guiodyssey"].episodes[0]
     s = ody.steps[2]
     assert (s.screen_description, s.intention, s.progress_summary, s.low_level_instruction) == (
-        "screen 2", "intend 2", "so far 2", "do 2")
+        "screen 2",
+        "intend 2",
+        "so far 2",
+        "do 2",
+    )
     assert ody.apps == ("Chrome", "Notes") and ody.category == "Multi_Apps" and ody.instruction == "copy a note"
     az = res["aitz"].episodes[0].steps[1]
     assert (az.screen_description, az.intention, az.low_level_instruction, az.extra["action_result"]) == (
-        "desc 1", "think 1", "act 1", "result 1")
+        "desc 1",
+        "think 1",
+        "act 1",
+        "result 1",
+    )
     assert len(az.elements) == 2 and az.elements[0].label == "OK"
     ac = res["androidcontrol"].episodes[0].steps[0]
     assert ac.low_level_instruction == "step 0"
@@ -197,7 +212,9 @@ def test_annotations_mapped(loaded):
     assert m.split == "test_task" and m.app == "example.com" and m.category == "Shopping"
     # pos + neg candidates; the 0x0 negative is dropped, the off-screen one clamped
     assert [tuple(round(v, 6) for v in b) for b in m.steps[0].candidate_boxes] == [
-        (0.1, 0.1, 0.3, 0.3), (0.75, 0.5, 1.0, 1.0)]
+        (0.1, 0.1, 0.3, 0.3),
+        (0.75, 0.5, 1.0, 1.0),
+    ]
     am = res["amex"].episodes[0]
     assert am.steps[0].elements[0].label == "Confirm" and am.steps[1].extra == {"element_anno": "missing"}
     g = res["guir1"].episodes
@@ -254,25 +271,61 @@ def _mutate_json(path: Path, fn) -> None:
 # (dataset, mutation of the good fixture, key named in the error)
 CORRUPT = [
     # wrong type: GUI-Odyssey CLICK info must be [[x, y]]
-    ("guiodyssey", lambda r: _mutate_json(r / "annotations/ody1.json", lambda d: d["steps"][0].update(info=[500, 250])), "info"),
+    (
+        "guiodyssey",
+        lambda r: _mutate_json(r / "annotations/ody1.json", lambda d: d["steps"][0].update(info=[500, 250])),
+        "info",
+    ),
     # point outside [0, 1000]
-    ("guiodyssey", lambda r: _mutate_json(r / "annotations/ody1.json", lambda d: d["steps"][0].update(info=[[1500, 2]])), "info"),
+    (
+        "guiodyssey",
+        lambda r: _mutate_json(r / "annotations/ody1.json", lambda d: d["steps"][0].update(info=[[1500, 2]])),
+        "info",
+    ),
     # step_length disagrees with the steps
-    ("guiodyssey", lambda r: _mutate_json(r / "annotations/ody2.json", lambda d: d.update(step_length=3)), "step_length"),
+    (
+        "guiodyssey",
+        lambda r: _mutate_json(r / "annotations/ody2.json", lambda d: d.update(step_length=3)),
+        "step_length",
+    ),
     # missing device_info
     ("guiodyssey", lambda r: _mutate_json(r / "annotations/ody2.json", lambda d: d.pop("device_info")), "device_info"),
     # AITZ touch not a [y, x] pair
-    ("aitz", lambda r: _mutate_json(r / "general/GENERAL-1/GENERAL-1.json", lambda d: d[1].update(result_touch_yx="[0.5]")), "result_touch_yx"),
+    (
+        "aitz",
+        lambda r: _mutate_json(r / "general/GENERAL-1/GENERAL-1.json", lambda d: d[1].update(result_touch_yx="[0.5]")),
+        "result_touch_yx",
+    ),
     # AITZ missing CoAT field
-    ("aitz", lambda r: _mutate_json(r / "general/GENERAL-2/GENERAL-2.json", lambda d: d[0].pop("coat_action_desc")), "coat_action_desc"),
+    (
+        "aitz",
+        lambda r: _mutate_json(r / "general/GENERAL-2/GENERAL-2.json", lambda d: d[0].pop("coat_action_desc")),
+        "coat_action_desc",
+    ),
     # AMEX tap outside the 100x200 screen
-    ("amex", lambda r: _mutate_json(r / "instruction_anno/amex1.json", lambda d: d["steps"][0].update(touch_coord=[150, 10])), "touch_coord"),
+    (
+        "amex",
+        lambda r: _mutate_json(
+            r / "instruction_anno/amex1.json", lambda d: d["steps"][0].update(touch_coord=[150, 10])
+        ),
+        "touch_coord",
+    ),
     # AMEX screenshot missing: screen size unknown
     ("amex", lambda r: (r / "screenshot/amex2_0.png").unlink(), "image_path"),
     # std: system button without a canonical key
-    ("uis1", lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"Home"', '"Menu"')), "button"),
+    (
+        "uis1",
+        lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"Home"', '"Menu"')),
+        "button",
+    ),
     # std: is_successful of the wrong type
-    ("uis1", lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"is_successful": false', '"is_successful": "no"')), "is_successful"),
+    (
+        "uis1",
+        lambda r: (r / "std.jsonl").write_text(
+            (r / "std.jsonl").read_text().replace('"is_successful": false', '"is_successful": "no"')
+        ),
+        "is_successful",
+    ),
 ]
 
 
@@ -313,8 +366,9 @@ def test_androidcontrol_truncated_file(tmp_path):
 
 
 def test_androidcontrol_bad_a11y_tree_is_named(tmp_path):
-    from tfrecord.writer import TFRecordWriter
     import gzip
+
+    from tfrecord.writer import TFRecordWriter
 
     ex = mf._ac_example(5, "g", [{"action_type": "wait"}])
     ex["accessibility_trees"] = ([b"\x0a\xff\x01", b""], "byte")  # length runs past the end
@@ -348,8 +402,13 @@ def test_aitw_tap_threshold_boundary(tmp_path):
     assert TAP_DISTANCE_THRESHOLD == 0.04
     root = mf.make_aitz(tmp_path)
     f = root / "general/GENERAL-1/GENERAL-1.json"
-    _mutate_json(f, lambda d: (d[1].update(result_touch_yx="[0.5, 0.5]", result_lift_yx="[0.535, 0.5]"),
-                               d[2].update(result_touch_yx="[0.5, 0.5]", result_lift_yx="[0.545, 0.5]")))
+    _mutate_json(
+        f,
+        lambda d: (
+            d[1].update(result_touch_yx="[0.5, 0.5]", result_lift_yx="[0.535, 0.5]"),
+            d[2].update(result_touch_yx="[0.5, 0.5]", result_lift_yx="[0.545, 0.5]"),
+        ),
+    )
     steps = load_dataset("aitz", root).episodes[0].steps
     assert steps[1].action.type is C
     assert steps[2].action.type is S and steps[2].action.direction == "down"

@@ -56,11 +56,32 @@ CASES = [
     ("odyssey_no_box_far", "guiodyssey", click(0.2, 0.2), GT_C, {"gt_box": BOX}, (True, False, False)),
     ("ces_in_box", "ces", click(0.89, 0.89), click(0.81, 0.81), {"gt_box": FAR_BOX}, (True, True, True)),
     # AgentCPM: a candidate box that does not contain the gt point does not help
-    ("agentcpm_box_not_containing_gt", "agentcpm", click(0.85, 0.85), GT_C, {"candidate_boxes": [FAR_BOX]}, (True, False, False)),
+    (
+        "agentcpm_box_not_containing_gt",
+        "agentcpm",
+        click(0.85, 0.85),
+        GT_C,
+        {"candidate_boxes": [FAR_BOX]},
+        (True, False, False),
+    ),
     # AgentCPM: a big box containing gt point accepts a far click inside it
-    ("agentcpm_box_containing_gt", "agentcpm", click(0.9, 0.5), GT_C, {"candidate_boxes": [(0.1, 0.4, 0.9, 0.6)]}, (True, True, True)),
+    (
+        "agentcpm_box_containing_gt",
+        "agentcpm",
+        click(0.9, 0.5),
+        GT_C,
+        {"candidate_boxes": [(0.1, 0.4, 0.9, 0.6)]},
+        (True, True, True),
+    ),
     # AgentCPM AndroidControl: FAR_BOX is among the 5 nearest boxes (only 1 candidate) -> hit
-    ("agentcpm_ac_nearest_k_hit", "agentcpm_androidcontrol", click(0.85, 0.85), GT_C, {"candidate_boxes": [FAR_BOX]}, (True, True, True)),
+    (
+        "agentcpm_ac_nearest_k_hit",
+        "agentcpm_androidcontrol",
+        click(0.85, 0.85),
+        GT_C,
+        {"candidate_boxes": [FAR_BOX]},
+        (True, True, True),
+    ),
     # ... but not when 5 nearer boxes push it out of the top 5
     (
         "agentcpm_ac_nearest_k_pushed_out",
@@ -87,7 +108,14 @@ CASES = [
     ("uis1_long_press_match", "uis1", lp(0.5, 0.5), lp(0.51, 0.5), {}, (True, True, True)),
     # --- scroll conventions ------------------------------------------------------------
     # finger up == content down: same gesture, matched after conversion (AgentCPM compares finger)
-    ("agentcpm_scroll_reversed_conv", "agentcpm", scroll("up", "finger"), scroll("down", "content"), {}, (True, None, True)),
+    (
+        "agentcpm_scroll_reversed_conv",
+        "agentcpm",
+        scroll("up", "finger"),
+        scroll("down", "content"),
+        {},
+        (True, None, True),
+    ),
     ("agentcpm_scroll_wrong", "agentcpm", scroll("down", "finger"), scroll("down", "content"), {}, (True, None, False)),
     ("aitz_scroll_reversed_conv", "aitz", scroll("left", "finger"), scroll("right", "content"), {}, (True, None, True)),
     ("guir1_scroll_same_conv", "guir1", scroll("up", "content"), scroll("up", "content"), {}, (True, None, True)),
@@ -98,7 +126,14 @@ CASES = [
     ("agentcpm_not_contains", "agentcpm", typ("coffee shops"), typ("coffee shop near me"), {}, (True, None, False)),
     ("odyssey_anls_ok", "guiodyssey", typ("helo world"), typ("hello world"), {}, (True, None, True)),  # ANLS 0.91
     ("odyssey_anls_low", "guiodyssey", typ("abc"), typ("xyz"), {}, (True, None, False)),
-    ("guir1_f1_half", "guir1", typ("coffee shops"), typ("coffee shop near me"), {}, (True, None, False)),  # F1 1/3 < 0.5
+    (
+        "guir1_f1_half",
+        "guir1",
+        typ("coffee shops"),
+        typ("coffee shop near me"),
+        {},
+        (True, None, False),
+    ),  # F1 1/3 < 0.5
     ("ces_f1_ok", "ces", typ("cheap coffee shop"), typ("coffee shop near me"), {}, (True, None, True)),  # F1 4/7
     ("aitz_ratio_ok", "aitz", typ("hello wrld"), typ("hello world"), {}, (True, None, True)),  # ratio 0.95 > 0.8
     ("aitz_ratio_low", "aitz", typ("hello"), typ("goodbye"), {}, (True, None, False)),
@@ -113,9 +148,30 @@ CASES = [
     ("press_ok", "agentcpm", Action("press", key="back"), Action("press", key="back"), {}, (True, None, True)),
     ("press_wrong_key", "agentcpm", Action("press", key="home"), Action("press", key="back"), {}, (True, None, False)),
     # UI-S1: clicking the app icon solves an open_app step
-    ("uis1_open_by_click", "uis1", click(0.5, 0.5), Action("open_app", text="Maps"), {"candidate_boxes": [BOX]}, (True, None, True)),
-    ("uis1_open_click_miss", "uis1", click(0.9, 0.1), Action("open_app", text="Maps"), {"candidate_boxes": [BOX]}, (True, None, False)),
-    ("agentcpm_open_by_click", "agentcpm", click(0.5, 0.5), Action("open_app", text="Maps"), {"candidate_boxes": [BOX]}, (False, None, False)),
+    (
+        "uis1_open_by_click",
+        "uis1",
+        click(0.5, 0.5),
+        Action("open_app", text="Maps"),
+        {"candidate_boxes": [BOX]},
+        (True, None, True),
+    ),
+    (
+        "uis1_open_click_miss",
+        "uis1",
+        click(0.9, 0.1),
+        Action("open_app", text="Maps"),
+        {"candidate_boxes": [BOX]},
+        (True, None, False),
+    ),
+    (
+        "agentcpm_open_by_click",
+        "agentcpm",
+        click(0.5, 0.5),
+        Action("open_app", text="Maps"),
+        {"candidate_boxes": [BOX]},
+        (False, None, False),
+    ),
     # --- type mismatches ---------------------------------------------------------------
     ("type_mismatch_click_vs_type", "ces", click(0.5, 0.5), typ("a"), {}, (False, None, False)),
     ("type_mismatch_type_vs_click", "ces", typ("a"), GT_C, {}, (False, False, False)),
@@ -192,7 +248,17 @@ def test_aggregate_empty_is_nan():
 
 
 def test_registry_has_required_protocols():
-    for name in ["agentcpm", "agentcpm_androidcontrol", "guiodyssey", "uis1", "guir1", "aitz", "mind2web", "ces", "ccpo"]:
+    for name in [
+        "agentcpm",
+        "agentcpm_androidcontrol",
+        "guiodyssey",
+        "uis1",
+        "guir1",
+        "aitz",
+        "mind2web",
+        "ces",
+        "ccpo",
+    ]:
         p = get_protocol(name)
         assert p.name == name and p.source
     assert get_protocol("agentcpm_androidcontrol").nearest_k == 5

@@ -44,7 +44,9 @@ def test_splits_hold_out_templates_and_app(built):
     assert all(eps[s] for s in MINIGUI_SPLITS)
     train_t = {e.extra["template_id"] for e in eps["train"]}
     assert not train_t & set(DEFAULT_UNSEEN_TEMPLATES)
-    assert all(DEFAULT_HELDOUT_APP not in e.apps for s in ("train", "test_in_domain", "test_unseen_task") for e in eps[s])
+    assert all(
+        DEFAULT_HELDOUT_APP not in e.apps for s in ("train", "test_in_domain", "test_unseen_task") for e in eps[s]
+    )
     assert all(DEFAULT_HELDOUT_APP in e.apps for e in eps["test_unseen_app"])
     assert {e.extra["template_id"] for e in eps["test_unseen_task"]} <= set(DEFAULT_UNSEEN_TEMPLATES)
     ids = [e.episode_id for s in MINIGUI_SPLITS for e in eps[s]]
@@ -72,7 +74,8 @@ def test_grounding_samples(built):
             assert json.loads(r["answer"]) == [x, y]
             assert x1 <= x <= x2 and y1 <= y <= y2
     assert any(r["question"].startswith("Which element turns") for r in rows) or any(
-        r["question"].startswith("Which element opens") for r in rows)
+        r["question"].startswith("Which element opens") for r in rows
+    )
 
 
 def test_loadable_with_datasets(built, tmp_path):
@@ -85,11 +88,17 @@ def test_loadable_with_datasets(built, tmp_path):
     assert {"image", "question", "answer", "point", "box", "type"} <= set(g.column_names)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"n_tasks": 10, "test_fraction": 0.5, "unseen_task_fraction": 0.5}, "leaves no training task"),  # no train left
-    ({"n_tasks": 20, "unseen_templates": ["nope"]}, "unknown"),  # typo in a template id
-    ({"n_tasks": 20, "unseen_templates": ["notes.add"]}, "held-out app"),  # overlaps the held-out app
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (
+            {"n_tasks": 10, "test_fraction": 0.5, "unseen_task_fraction": 0.5},
+            "leaves no training task",
+        ),  # no train left
+        ({"n_tasks": 20, "unseen_templates": ["nope"]}, "unknown"),  # typo in a template id
+        ({"n_tasks": 20, "unseen_templates": ["notes.add"]}, "held-out app"),  # overlaps the held-out app
+    ],
+)
 def test_plan_splits_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         plan_splits(seed=0, **kwargs)

@@ -46,6 +46,7 @@ class NetworkBlocked(RuntimeError):
 @contextlib.contextmanager
 def no_network():
     """Make every outgoing socket connection raise, and set HF offline flags as belt and braces."""
+
     def refuse(*args, **kwargs):
         raise NetworkBlocked(f"network access attempted: {args!r}")
 
@@ -250,7 +251,7 @@ def test_added_tokens_in_published_order(tiny_build):
     [
         '<action>{"action": "click", "coordinate": [123, 456]}</action>',  # CCPO-style action
         '{"POINT":[512,300]}',  # AgentCPM-GUI style
-        "<tool_call>\n{\"name\": \"mobile_use\"}\n</tool_call>",  # Qwen2.5-VL tool call
+        '<tool_call>\n{"name": "mobile_use"}\n</tool_call>',  # Qwen2.5-VL tool call
         'do(action="Tap", element=[10,20,30,40])',  # AndroidLong / AutoGLM style
         "<think>tap Wi-Fi</think><answer>click(1, 2)</answer>",
         "Ünïcödé 日本語 emoji 🙂",  # bytes outside the corpus still round-trip (byte-level BPE)
@@ -318,7 +319,7 @@ def test_forward_and_generate(tiny_build):
     assert out.logits.shape == (1, inputs["input_ids"].shape[1], vocab)
     assert torch.isfinite(out.logits).all()
     gen = model.generate(**inputs, max_new_tokens=6, do_sample=False)
-    new = gen[0, inputs["input_ids"].shape[1]:]
+    new = gen[0, inputs["input_ids"].shape[1] :]
     assert 1 <= new.numel() <= 6 and int(new.max()) < vocab
     assert isinstance(proc.batch_decode(new[None], skip_special_tokens=True)[0], str)
 
@@ -340,12 +341,21 @@ def test_processor_loads_published_file_layout(tiny_path, tmp_path):
     template = (folder / "chat_template.jinja").read_text()
     (folder / "chat_template.jinja").unlink()
     (folder / "chat_template.json").write_text(json.dumps({"chat_template": template}))
-    (folder / "preprocessor_config.json").write_text(json.dumps({
-        "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
-        "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
-        "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor",
-    }))
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "min_pixels": 3136,
+                "max_pixels": 12845056,
+                "patch_size": 14,
+                "temporal_patch_size": 2,
+                "merge_size": 2,
+                "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                "image_std": [0.26862954, 0.26130258, 0.27577711],
+                "image_processor_type": "Qwen2VLImageProcessor",
+                "processor_class": "Qwen2_5_VLProcessor",
+            }
+        )
+    )
     with no_network():
         proc = load_processor(folder)
         capped = load_processor(folder, max_pixels=256 * 28 * 28)

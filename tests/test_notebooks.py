@@ -74,13 +74,13 @@ GOOD = "profile = 'tiny'\nexperiment = None\nseed = 0\noverrides = []\nsmoke = F
 @pytest.mark.parametrize(
     "params, body_outputs, expected",
     [
-        (GOOD, False, []),                                              # a clean notebook
+        (GOOD, False, []),  # a clean notebook
         (GOOD, True, ["code cell 1 has outputs", "code cell 1 has an execution count"]),
-        (GOOD + "lr = 10 ** -3\n", False, ["not a flat literal"]),      # an expression
-        (GOOD + "d = {'a': 1}\n", False, ["not a flat literal"]),       # a nested container
-        (GOOD + "import os\n", False, ["only `name = literal`"]),       # a statement
-        ("profile = 'tiny'\nseed = 0\n", False, ["does not define"]),   # required names missing
-        (None, False, ["0 cells tagged"]),                              # no parameters cell
+        (GOOD + "lr = 10 ** -3\n", False, ["not a flat literal"]),  # an expression
+        (GOOD + "d = {'a': 1}\n", False, ["not a flat literal"]),  # a nested container
+        (GOOD + "import os\n", False, ["only `name = literal`"]),  # a statement
+        ("profile = 'tiny'\nseed = 0\n", False, ["does not define"]),  # required names missing
+        (None, False, ["0 cells tagged"]),  # no parameters cell
     ],
 )
 def test_notebook_checker(tmp_path: Path, params: str | None, body_outputs: bool, expected: list[str]) -> None:
@@ -104,8 +104,9 @@ def test_committed_notebooks_are_clean() -> None:
 
 
 def test_makefile_runs_the_same_notebooks_in_the_same_order() -> None:
-    out = subprocess.run(["make", "-s", "list-notebooks"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        ["make", "-s", "list-notebooks"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
     assert out == [str(p.relative_to(REPO)) for p in NOTEBOOKS]
 
 
@@ -117,8 +118,10 @@ def test_notebook_names_are_unique_by_number() -> None:
 @pytest.fixture(scope="session")
 def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("notebook-smoke")
-    return {var: base / var.removeprefix("GUIRL_").lower()
-            for var in ("GUIRL_RUNS", "GUIRL_FIGURES", "GUIRL_DATA", "GUIRL_CACHE")}
+    return {
+        var: base / var.removeprefix("GUIRL_").lower()
+        for var in ("GUIRL_RUNS", "GUIRL_FIGURES", "GUIRL_DATA", "GUIRL_CACHE")
+    }
 
 
 # Defined only when notebooks exist, so an empty notebooks/ folder gives no skipped test.

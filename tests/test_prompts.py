@@ -129,7 +129,11 @@ def test_prompt_spec_from_config_tag(tag: str, n: int, mode: str) -> None:
     cfg = load_config("tiny", overrides=["sft.output_format=qwen_mobile_use", "sft.use_step_instruction=false"])
     spec = prompt_spec(cfg, tag)
     assert (spec.n_history, spec.history_mode, spec.output_format, spec.use_step_instruction) == (
-        n, mode, "qwen_mobile_use", False)
+        n,
+        mode,
+        "qwen_mobile_use",
+        False,
+    )
     assert spec.tag == tag  # the tag round-trips
 
 
@@ -191,7 +195,7 @@ def test_build_prompt_property(k, n, mode, fmt, use_step, step_instr) -> None:
     history = history_of(k)
     messages, images = build_prompt("goal", history, "cur", spec, step_instruction=step_instr)
     m = min(n, k)
-    last = history[k - m:] if m else []
+    last = history[k - m :] if m else []
     # images: the shown history screenshots (nAO only), oldest first, then the current screen
     assert images == ([img for _, img in last] if mode == "nAO" else []) + ["cur"]
     assert n_placeholders(messages) == len(images)
@@ -221,8 +225,9 @@ def test_build_prompt_property(k, n, mode, fmt, use_step, step_instr) -> None:
 )
 def test_episode_step_prompt_image_paths(image_root: str, expected: str) -> None:
     spec = PromptSpec(n_history=2, history_mode="nAO")
-    _, images, _ = episode_step_prompt(hand_episode(), 3, spec, min_pixels=MIN_PX, max_pixels=MAX_PX,
-                                       image_root=image_root)
+    _, images, _ = episode_step_prompt(
+        hand_episode(), 3, spec, min_pixels=MIN_PX, max_pixels=MAX_PX, image_root=image_root
+    )
     prefix = expected.removesuffix("images/s3.png")
     assert images == [prefix + "images/s1.png", prefix + "images/s2.png", expected]
 
@@ -242,7 +247,7 @@ def test_episode_step_prompt_completion_and_history(fmt: str, t: int) -> None:
     assert images == [step.screenshot]  # nA: the current screen only
     body = joined(messages)
     assert body.startswith(f"Task: {ep.instruction}\n")
-    for s in ep.steps[max(0, t - 3): t]:  # history entries use each step's own screen size
+    for s in ep.steps[max(0, t - 3) : t]:  # history entries use each step's own screen size
         prev = action_text(s.action, spec, format_context(s.screen_size, MIN_PX, MAX_PX))
         assert f"Step {s.step_id + 1}: " in texts(messages) and f"{prev}\n" in texts(messages)
     instr = step.low_level_instruction
@@ -257,12 +262,12 @@ def test_episode_step_prompt_roundtrip_on_minigui(minigui12: Path, fmt: str) -> 
     checked = 0
     for ep in all_episodes(minigui12):
         for t, step in enumerate(ep.steps):
-            if not fm.can_format(step.action) or any(
-                    not fm.can_format(s.action) for s in ep.steps[:t]):
+            if not fm.can_format(step.action) or any(not fm.can_format(s.action) for s in ep.steps[:t]):
                 continue
             ctx = format_context(step.screen_size, MIN_PX, MAX_PX)
-            _, images, completion = episode_step_prompt(ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX,
-                                                        image_root=str(minigui12))
+            _, images, completion = episode_step_prompt(
+                ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX, image_root=str(minigui12)
+            )
             assert completion == fm.format(step.action, ctx)
             res = fm.parse(completion, ctx)
             assert res.ok, (ep.episode_id, t, completion, res.reason)

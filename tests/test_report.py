@@ -17,18 +17,34 @@ import pytest  # noqa: E402
 from guirl.config import load_config  # noqa: E402
 from guirl.report import Report, jsonable, to_latex, to_markdown  # noqa: E402
 
-SIDECAR_KEYS = {"name", "kind", "notebook", "caption", "files", "data", "git_sha", "git_dirty",
-                "profile", "config_hash", "seed", "versions", "wall_time_s", "timestamp_utc"}
+SIDECAR_KEYS = {
+    "name",
+    "kind",
+    "notebook",
+    "caption",
+    "files",
+    "data",
+    "git_sha",
+    "git_dirty",
+    "profile",
+    "config_hash",
+    "seed",
+    "versions",
+    "wall_time_s",
+    "timestamp_utc",
+}
 VERSION_KEYS = {"python", "torch", "transformers", "trl", "peft", "numpy", "pandas"}
 
 
 def sample_df() -> pd.DataFrame:
-    return pd.DataFrame({
-        "method": ["SFT", "GRPO", "CCPO"],
-        "step_acc": [0.61234567, 0.7, np.nan],
-        "n": np.array([100, 100, 100], dtype=np.int64),
-        "ok": [True, False, True],
-    })
+    return pd.DataFrame(
+        {
+            "method": ["SFT", "GRPO", "CCPO"],
+            "step_acc": [0.61234567, 0.7, np.nan],
+            "n": np.array([100, 100, 100], dtype=np.int64),
+            "ok": [True, False, True],
+        }
+    )
 
 
 @pytest.fixture()
@@ -40,7 +56,8 @@ def test_table_writes_csv_md_tex_json_and_config(report: Report, isolated_output
     paths = report.table("main", sample_df(), caption="Step accuracy", latex=True)
     folder = isolated_outputs["GUIRL_FIGURES"] / "tiny" / "99_probe"
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["config.yaml", "main.csv", "main.md", "main.tex", "main.json"])
+        ["config.yaml", "main.csv", "main.md", "main.tex", "main.json"]
+    )
     assert set(paths) == {"csv", "md", "tex", "json"}
     csv = pd.read_csv(folder / "main.csv")
     assert list(csv.columns) == ["method", "step_acc", "n", "ok"]
@@ -127,7 +144,7 @@ def test_markdown_alignment_and_escaping() -> None:
     df = pd.DataFrame({"name": ["a|b"], "value": [1.23456]})
     md = to_markdown(df, floatfmt=".2f").splitlines()
     assert md[0] == "| name | value |"
-    assert md[1] == "|------|------:|"            # text left, numbers right
+    assert md[1] == "|------|------:|"  # text left, numbers right
     assert md[2] == "| a\\|b |  1.23 |"
 
 
@@ -139,11 +156,11 @@ def test_latex_escapes_specials() -> None:
 @pytest.mark.parametrize(
     "value, expected",
     [
-        (np.float32(0.5), 0.5),                     # numpy scalar
-        (np.array([[1, 2]]), [[1, 2]]),             # nested array
-        (float("inf"), None),                       # JSON has no infinity
-        ((1, "a"), [1, "a"]),                       # tuples become lists
-        ({1: np.int64(3)}, {"1": 3}),               # keys become strings
+        (np.float32(0.5), 0.5),  # numpy scalar
+        (np.array([[1, 2]]), [[1, 2]]),  # nested array
+        (float("inf"), None),  # JSON has no infinity
+        ((1, "a"), [1, "a"]),  # tuples become lists
+        ({1: np.int64(3)}, {"1": 3}),  # keys become strings
         (Path("/x/y"), "/x/y"),
     ],
 )

@@ -87,7 +87,10 @@ class TestHelpers:
         assert text_matches(pred, gt, rule=rule, f1_strict=strict) is expected
 
     def test_ground_truth_from_row(self):
-        row = {"gt_action": json.dumps(Action(type="click", point=(0.5, 0.5)).to_dict()), "gt_box": [0.4, 0.4, 0.6, 0.6]}
+        row = {
+            "gt_action": json.dumps(Action(type="click", point=(0.5, 0.5)).to_dict()),
+            "gt_box": [0.4, 0.4, 0.6, 0.6],
+        }
         gt = GroundTruth.from_row(row)
         assert gt.action.point == (0.5, 0.5) and gt.box == (0.4, 0.4, 0.6, 0.6)
 
@@ -141,7 +144,11 @@ class TestCCPO:
             (ok(click(0.9, 0.9)), CLICK_GT, 0.55),  # far: format + type only
             (ok(typed("hello")), TYPE_GT, 1.0),  # containment
             (ok(typed("bye")), TYPE_GT, 0.55),  # type right, text wrong
-            (ok(Action(type="scroll", direction="up", convention="finger")), SCROLL_GT, 1.0),  # finger up == content down
+            (
+                ok(Action(type="scroll", direction="up", convention="finger")),
+                SCROLL_GT,
+                1.0,
+            ),  # finger up == content down
         ],
     )
     def test_table(self, pred, gt, expected):
@@ -160,8 +167,12 @@ class TestCCPO:
     @HYP
     @given(x=st.floats(0, 1), y=st.floats(0, 1), kind=st.sampled_from(["click", "long_press", "type", "fail"]))
     def test_linear_form_equals_released_code(self, x, y, kind):
-        pred = {"click": ok(click(x, y)), "long_press": ok(Action(type="long_press", point=(x, y))),
-                "type": ok(typed("hello")), "fail": FAIL}[kind]
+        pred = {
+            "click": ok(click(x, y)),
+            "long_press": ok(Action(type="long_press", point=(x, y))),
+            "type": ok(typed("hello")),
+            "fail": FAIL,
+        }[kind]
         for gt in (CLICK_GT, TYPE_GT):
             assert ccpo_reward(pred, gt).total == pytest.approx(ccpo_code_score(pred, gt), abs=1e-9)
 
@@ -372,8 +383,10 @@ class TestRanges:
                 kw["grounding"] = [{"point": list(gt.action.point or (0.5, 0.5)), "token_logprobs": [-0.1]}]
                 if gt.action.point is None and gt.box is None:
                     continue
-            if gt.box is not None and gt.action.point is not None and not (
-                gt.box[0] < gt.action.point[0] < gt.box[2] and gt.box[1] < gt.action.point[1] < gt.box[3]
+            if (
+                gt.box is not None
+                and gt.action.point is not None
+                and not (gt.box[0] < gt.action.point[0] < gt.box[2] and gt.box[1] < gt.action.point[1] < gt.box[3])
             ):
                 continue  # inconsistent random box: GUI-R1/Co-EPG judge by the box only
             assert spec.fn(ok(gt.action), gt, **kw).total == pytest.approx(spec.high), name
@@ -419,7 +432,12 @@ class TestTRLAdapter:
         logged, extra = {}, {}
         fn = as_trl_reward(get_reward("ces").fn, _parser(), name="ces")
         comps, kwargs = self.batch()
-        fn(comps, log_metric=lambda k, v: logged.__setitem__(k, v), log_extra=lambda k, v: extra.__setitem__(k, v), **kwargs)
+        fn(
+            comps,
+            log_metric=lambda k, v: logged.__setitem__(k, v),
+            log_extra=lambda k, v: extra.__setitem__(k, v),
+            **kwargs,
+        )
         assert logged["ces/type"] == pytest.approx(2 / 3)
         assert extra["ces/param"] == [1.0, 0.0, 0.0]
 

@@ -169,7 +169,9 @@ class TestLosses:
     )
     def test_clip_cases(self, log_ratio, adv, eps_low, eps_high, expected):
         logp = T([[log_ratio]])
-        loss, _ = clipped_surrogate(logp, torch.zeros(1, 1), T([adv]), torch.ones(1, 1), eps_low=eps_low, eps_high=eps_high)
+        loss, _ = clipped_surrogate(
+            logp, torch.zeros(1, 1), T([adv]), torch.ones(1, 1), eps_low=eps_low, eps_high=eps_high
+        )
         assert float(loss) == pytest.approx(expected)
 
     def test_aggregation_equivalences(self):
@@ -177,7 +179,9 @@ class TestLosses:
         full = torch.ones(self.B, self.Tn)
         # equal lengths: token-mean == seq-mean-token-mean; seq-mean-token-sum == T * token-mean
         assert agg_loss(x, full, "token-mean") == pytest.approx(float(agg_loss(x, full, "seq-mean-token-mean")))
-        assert agg_loss(x, full, "seq-mean-token-sum") == pytest.approx(self.Tn * float(agg_loss(x, full, "token-mean")))
+        assert agg_loss(x, full, "seq-mean-token-sum") == pytest.approx(
+            self.Tn * float(agg_loss(x, full, "token-mean"))
+        )
         # Dr. GRPO norm with norm_len = T equals seq-mean-token-sum / T even with padding
         a = agg_loss(x, self.mask, "seq-mean-token-sum-norm", norm_len=self.Tn)
         assert float(a) == pytest.approx(float(agg_loss(x, self.mask, "seq-mean-token-sum")) / self.Tn)

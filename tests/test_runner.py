@@ -50,8 +50,7 @@ def test_plan_writes_nothing_and_targets_runs_dir(probe: Path, isolated_outputs:
     plan = plan_run(probe, "tiny", overrides=["seed=3"], parameters={"smoke": True})
     assert plan.output == isolated_outputs["GUIRL_RUNS"].resolve() / "tiny" / "01_probe.ipynb"
     assert plan.config_path.name == "01_probe.config.yaml"
-    assert plan.parameters == {"profile": "tiny", "experiment": None, "seed": 3,
-                               "overrides": ["seed=3"], "smoke": True}
+    assert plan.parameters == {"profile": "tiny", "experiment": None, "seed": 3, "overrides": ["seed=3"], "smoke": True}
     assert written_outputs(isolated_outputs) == []
 
 
@@ -107,8 +106,7 @@ def test_list_notebooks_is_sorted_and_numbered(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- running
 @pytest.mark.slow
 def test_run_notebook_end_to_end(probe: Path, isolated_outputs: dict[str, Path], capsys) -> None:
-    result = run_notebook(probe, "tiny", overrides=["sft.learning_rate=1e-4", "seed=2"],
-                          parameters={"smoke": True})
+    result = run_notebook(probe, "tiny", overrides=["sft.learning_rate=1e-4", "seed=2"], parameters={"smoke": True})
     runs = isolated_outputs["GUIRL_RUNS"].resolve() / "tiny"
     assert result.output == runs / "01_probe.ipynb" and result.output.is_file()
     assert load_config(result.config_path) == load_config("tiny", overrides=["sft.learning_rate=1e-4", "seed=2"])
@@ -126,17 +124,22 @@ def test_run_notebook_end_to_end(probe: Path, isolated_outputs: dict[str, Path],
 
 
 @pytest.mark.slow
-def test_failing_notebook_exits_1_and_keeps_the_executed_copy(tmp_path: Path,
-                                                              isolated_outputs: dict[str, Path]) -> None:
+def test_failing_notebook_exits_1_and_keeps_the_executed_copy(
+    tmp_path: Path, isolated_outputs: dict[str, Path]
+) -> None:
     nb = make_notebook(tmp_path / "02_fail.ipynb", PARAMS, ["raise ValueError('boom')"])
     assert main([str(nb), "--profile", "tiny"]) == 1
     assert (isolated_outputs["GUIRL_RUNS"] / "tiny" / "02_fail.ipynb").is_file()
 
 
 def test_cli_dry_run_prints_config_and_writes_nothing(probe: Path, isolated_outputs: dict[str, Path]) -> None:
-    proc = subprocess.run([PYTHON, "-m", "guirl.runner", str(probe), "--dry-run", "--override", "seed=5",
-                           "-p", "smoke", "true"],
-                          capture_output=True, text=True, env=runner_env(), timeout=120)
+    proc = subprocess.run(
+        [PYTHON, "-m", "guirl.runner", str(probe), "--dry-run", "--override", "seed=5", "-p", "smoke", "true"],
+        capture_output=True,
+        text=True,
+        env=runner_env(),
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "seed: 5" in proc.stdout and "'smoke': True" in proc.stdout
     assert written_outputs(isolated_outputs) == []
@@ -145,9 +148,9 @@ def test_cli_dry_run_prints_config_and_writes_nothing(probe: Path, isolated_outp
 @pytest.mark.parametrize(
     "args",
     [
-        [],                                  # neither a notebook nor --all
-        ["a.ipynb", "--all"],                # both
-        ["missing/00_x.ipynb"],              # no such notebook
+        [],  # neither a notebook nor --all
+        ["a.ipynb", "--all"],  # both
+        ["missing/00_x.ipynb"],  # no such notebook
     ],
 )
 def test_cli_usage_errors_exit_2(args: list[str], capsys) -> None:

@@ -29,12 +29,15 @@ def test_categories_balanced_and_fields_present():
         assert not t.check(PhoneState.from_dict(t.initial_state))  # nothing is solved at the start
 
 
-@pytest.mark.parametrize("kwargs,expect", [
-    ({"categories": ["long_loop"]}, lambda t: t.category == "long_loop"),  # category filter
-    ({"apps": ["settings"]}, lambda t: t.apps == ("settings",)),  # only settings-only templates
-    ({"exclude_apps": ["notes"]}, lambda t: "notes" not in t.apps),  # held-out app removed
-    ({"template_ids": ["contacts.add"]}, lambda t: t.template_id == "contacts.add"),  # one template
-])
+@pytest.mark.parametrize(
+    "kwargs,expect",
+    [
+        ({"categories": ["long_loop"]}, lambda t: t.category == "long_loop"),  # category filter
+        ({"apps": ["settings"]}, lambda t: t.apps == ("settings",)),  # only settings-only templates
+        ({"exclude_apps": ["notes"]}, lambda t: "notes" not in t.apps),  # held-out app removed
+        ({"template_ids": ["contacts.add"]}, lambda t: t.template_id == "contacts.add"),  # one template
+    ],
+)
 def test_filters(kwargs, expect):
     ts = generate_tasks(12, 1, **kwargs)
     assert len(ts) == 12 and all(expect(t) for t in ts)
@@ -49,14 +52,17 @@ def test_bad_filters_raise_clear_errors():
         generate_tasks(1, 0, apps=["launcher"])
 
 
-@pytest.mark.parametrize("answer,expected,ok", [
-    ("555-1234", "555-1234", True),  # exact
-    ("Ann's number is 555-1234.", "555-1234", True),  # contained, punctuation ignored
-    ("PARIS", "Paris", True),  # case-insensitive
-    ("Location is off", "on", False),  # token match, not substring
-    ("555-12345", "555-1234", False),  # different token
-    (None, "on", False),  # no answer given
-])
+@pytest.mark.parametrize(
+    "answer,expected,ok",
+    [
+        ("555-1234", "555-1234", True),  # exact
+        ("Ann's number is 555-1234.", "555-1234", True),  # contained, punctuation ignored
+        ("PARIS", "Paris", True),  # case-insensitive
+        ("Location is off", "on", False),  # token match, not substring
+        ("555-12345", "555-1234", False),  # different token
+        (None, "on", False),  # no answer given
+    ],
+)
 def test_text_matches(answer, expected, ok):
     assert text_matches(answer, expected) is ok
 

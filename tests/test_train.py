@@ -102,15 +102,25 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
 def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
     cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
     with pytest.raises(TrainingFailed, match="grounding_train.jsonl"):
-        run_stage(cfg, "grounding", data_dir=tmp_path / "no-data", base_model=tiny_model,
-                  output_dir=tmp_path / "g", echo=False)
+        run_stage(
+            cfg,
+            "grounding",
+            data_dir=tmp_path / "no-data",
+            base_model=tiny_model,
+            output_dir=tmp_path / "g",
+            echo=False,
+        )
 
 
 @pytest.mark.parametrize(
     "stage, overrides, expect",
     [
         # grounding: full-parameter run sized by the grounding section
-        ("grounding", ["grounding.max_steps=30", "grounding.learning_rate=0.01"], {"max_steps": 30, "learning_rate": 0.01}),
+        (
+            "grounding",
+            ["grounding.max_steps=30", "grounding.learning_rate=0.01"],
+            {"max_steps": 30, "learning_rate": 0.01},
+        ),
         # sft: max_steps wins over epochs; loss on completions only
         ("sft", ["sft.max_steps=7", "sft.learning_rate=0.002"], {"max_steps": 7, "learning_rate": 0.002}),
         # sft without max_steps trains by epochs (-1 = no step cap in transformers)

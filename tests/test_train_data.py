@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -34,8 +33,9 @@ def episode(eid: str, actions: list[Action], ids: list[int] | None = None) -> Ep
     return Episode(eid, f"goal of {eid}", steps, source="test")
 
 
-EP_A = episode("ep-a", [Action("click", point=(0.25, 0.5)), Action("type", text="hi"),
-                        Action("terminate", status="success")])
+EP_A = episode(
+    "ep-a", [Action("click", point=(0.25, 0.5)), Action("type", text="hi"), Action("terminate", status="success")]
+)
 EP_B = episode("ep-b", [Action("press", key="home"), Action("wait")], ids=[7, 8])  # non-zero step ids
 SPECS = [PromptSpec(n_history=1, history_mode="nAO"), PromptSpec(n_history=3, history_mode="nA")]
 
@@ -57,8 +57,12 @@ def test_sft_records_count(episodes, specs, n: int) -> None:
 
 def test_sft_records_content_and_order() -> None:
     recs = sft_records([EP_A, EP_B], SPECS, image_root=Path("/data/mg"), min_pixels=MIN_PX, max_pixels=MAX_PX)
-    expected_keys = [(ep.episode_id, s.step_id, spec.tag, s.action.type.value)
-                     for ep in (EP_A, EP_B) for s in ep.steps for spec in SPECS]
+    expected_keys = [
+        (ep.episode_id, s.step_id, spec.tag, s.action.type.value)
+        for ep in (EP_A, EP_B)
+        for s in ep.steps
+        for spec in SPECS
+    ]
     assert [(r["episode_id"], r["step_id"], r["history"], r["action_type"]) for r in recs] == expected_keys
     i = 0
     for ep in (EP_A, EP_B):
@@ -68,7 +72,8 @@ def test_sft_records_content_and_order() -> None:
                 i += 1
                 assert set(r) == RECORD_KEYS
                 messages, images, completion = episode_step_prompt(
-                    ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX, image_root="/data/mg")
+                    ep, t, spec, min_pixels=MIN_PX, max_pixels=MAX_PX, image_root="/data/mg"
+                )
                 assert r["prompt"] == messages
                 assert r["images"] == images and all(p.startswith("/data/mg/images/") for p in images)
                 assert r["completion"] == [{"role": "assistant", "content": [{"type": "text", "text": completion}]}]
@@ -87,9 +92,18 @@ def test_sft_records_inexpressible_action_names_the_episode() -> None:
 
 # ----------------------------------------------------------------------------- grounding_records
 def g_row(**kw) -> dict:
-    row = {"id": "g-1", "type": "text_to_point", "question": "Find 'Send'.", "image": "train/images/x.png",
-           "width": 280, "height": 504, "point": [0.3, 0.7], "answer": "[0.3, 0.7]", "episode_id": "mg-0-1",
-           "step_id": 2}
+    row = {
+        "id": "g-1",
+        "type": "text_to_point",
+        "question": "Find 'Send'.",
+        "image": "train/images/x.png",
+        "width": 280,
+        "height": 504,
+        "point": [0.3, 0.7],
+        "answer": "[0.3, 0.7]",
+        "episode_id": "mg-0-1",
+        "step_id": 2,
+    }
     row.update(kw)
     return row
 
@@ -117,7 +131,11 @@ def test_grounding_point_rows_become_clicks(fmt: str, row: dict) -> None:
     assert rec["prompt"][0] == {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPTS[fmt]}]}
     assert rec["prompt"][1]["content"] == [{"type": "image"}, {"type": "text", "text": row["question"]}]
     assert (rec["episode_id"], rec["step_id"], rec["history"], rec["action_type"]) == (
-        "mg-0-1", 2, "grounding", row["type"])
+        "mg-0-1",
+        2,
+        "grounding",
+        row["type"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -210,8 +228,13 @@ def drop_none(x):
 
 def test_to_dataset_decodes_images(minigui12: Path) -> None:
     eps = list(read_episodes(minigui12 / "test_in_domain" / "episodes.jsonl"))[:1]
-    recs = sft_records(eps, [PromptSpec(n_history=2, history_mode="nAO")], image_root=minigui12 / "test_in_domain",
-                       min_pixels=MIN_PX, max_pixels=MAX_PX)
+    recs = sft_records(
+        eps,
+        [PromptSpec(n_history=2, history_mode="nAO")],
+        image_root=minigui12 / "test_in_domain",
+        min_pixels=MIN_PX,
+        max_pixels=MAX_PX,
+    )
     ds = to_dataset(recs)
     assert len(ds) == len(recs) == len(eps[0].steps)
     for i in (0, len(ds) - 1):
@@ -220,8 +243,7 @@ def test_to_dataset_decodes_images(minigui12: Path) -> None:
         assert all(isinstance(im, Image.Image) and im.size == (280, 504) for im in row["images"])
         # Arrow unifies the content structs: image items gain "text": None (TRL and the chat template ignore it)
         assert drop_none(row["prompt"]) == recs[i]["prompt"] and row["completion"] == recs[i]["completion"]
-        assert (row["episode_id"], row["step_id"], row["history"]) == (
-            recs[i]["episode_id"], recs[i]["step_id"], "2AO")
+        assert (row["episode_id"], row["step_id"], row["history"]) == (recs[i]["episode_id"], recs[i]["step_id"], "2AO")
     assert len(ds[-1]["images"]) == 3  # 2 history screens + current once the episode is long enough
 
 

@@ -62,8 +62,9 @@ def test_minigui_dir_builds_once_then_reuses(isolated_outputs: dict[str, Path], 
         (["data.width=308"], None, {"width": 308}),  # another screen size
     ],
 )
-def test_minigui_dir_rebuilds_when_settings_change(build_calls: list[dict], overrides: list[str],
-                                                   n_tasks: int | None, changed: dict) -> None:
+def test_minigui_dir_rebuilds_when_settings_change(
+    build_calls: list[dict], overrides: list[str], n_tasks: int | None, changed: dict
+) -> None:
     folder = minigui_dir(load_config("tiny", overrides=SMALL), progress=False)
     stamp = (folder / "manifest.json").stat().st_mtime_ns
     cfg2 = load_config("tiny", overrides=SMALL + overrides)

@@ -45,8 +45,9 @@ costs two matmuls per forward matmul: grads w.r.t. activations and w.r.t. weight
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from guirl.imaging import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, smart_resize
 
@@ -312,9 +313,7 @@ def _format_fn(format_name: str) -> Callable[[Any, Any], str]:
     try:
         from guirl.actions.formats import get_format  # type: ignore[import-not-found]
     except ImportError as e:  # the registry is optional for this module
-        raise ImportError(
-            "guirl.actions.formats is not importable; pass format_fn=callable(action, ctx) -> str"
-        ) from e
+        raise ImportError("guirl.actions.formats is not importable; pass format_fn=callable(action, ctx) -> str") from e
     fmt = get_format(format_name)
     return fmt.format
 

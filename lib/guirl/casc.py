@@ -50,8 +50,9 @@ Assumptions and deviations (the paper's exact ROI rule is not stated; the offici
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 from PIL import Image
 
@@ -276,9 +277,7 @@ def step_roi(
 ) -> BoxPx | None:
     """ROI (px of ``record.image``) of one step, or ``None`` when it tracks no point."""
     pts = tracked_points(record, include_rollouts=include_rollouts)
-    return roi_from_points(
-        points_norm_to_px(pts, record.image.size), record.image.size, margin, min_size, grid
-    )
+    return roi_from_points(points_norm_to_px(pts, record.image.size), record.image.size, margin, min_size, grid)
 
 
 def compress_history(

@@ -27,8 +27,9 @@ import json
 import re
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -161,11 +162,10 @@ class ModelConfig(_Section):
     max_pixels: int = Field(gt=0)
 
     @model_validator(mode="after")
-    def _pixels_ordered(self) -> "ModelConfig":
+    def _pixels_ordered(self) -> ModelConfig:
         if self.min_pixels > self.max_pixels:
             raise ValueError(
-                f"min_pixels: {self.min_pixels} exceeds max_pixels ({self.max_pixels})"
-                " -- make min_pixels <= max_pixels"
+                f"min_pixels: {self.min_pixels} exceeds max_pixels ({self.max_pixels}) -- make min_pixels <= max_pixels"
             )
         return self
 
@@ -194,7 +194,7 @@ class DataConfig(_Section):
     height: int = Field(ge=28)
 
     @model_validator(mode="after")
-    def _path_given(self) -> "DataConfig":
+    def _path_given(self) -> DataConfig:
         if self.source != "minigui" and not self.path:
             raise ValueError(
                 f"path: source {self.source!r} needs a data folder"
@@ -278,13 +278,12 @@ class RuntimeConfig(_Section):
     bf16: bool
 
     @model_validator(mode="after")
-    def _files_exist(self) -> "RuntimeConfig":
+    def _files_exist(self) -> RuntimeConfig:
         for key in ("accelerate_config", "deepspeed_config"):
             value = getattr(self, key)
             if value is not None and not resolve_repo_path(value).is_file():
                 raise ValueError(
-                    f"{key}: file not found: {value}"
-                    " -- give a path relative to the repository root (see configs/)"
+                    f"{key}: file not found: {value} -- give a path relative to the repository root (see configs/)"
                 )
         return self
 
@@ -367,9 +366,7 @@ def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            shown, key, f"top level is a {type(data).__name__}", "write a mapping of sections"
-        )
+        raise ConfigError(shown, key, f"top level is a {type(data).__name__}", "write a mapping of sections")
     return _stringify_keys(data)
 
 
@@ -393,8 +390,9 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _merge(base: dict[str, Any], new: Mapping[str, Any], source: str,
-           provenance: dict[str, str], prefix: str = "") -> None:
+def _merge(
+    base: dict[str, Any], new: Mapping[str, Any], source: str, provenance: dict[str, str], prefix: str = ""
+) -> None:
     """Deep-merge ``new`` into ``base`` in place, recording which source set each key."""
     for key, value in new.items():
         dotted = f"{prefix}{key}"
@@ -486,12 +484,17 @@ def _to_config_error(err: ValidationError, provenance: Mapping[str, str], defaul
         section = ".".join(loc[:-1])
         close = difflib.get_close_matches(name or "", known, n=1, cutoff=0.5)
         where = f" in {section}" if section else ""
-        fix = (f"did you mean '{section + '.' if section else ''}{close[0]}'?" if close
-               else f"remove it or rename it; known keys{where}: {', '.join(known)}")
+        fix = (
+            f"did you mean '{section + '.' if section else ''}{close[0]}'?"
+            if close
+            else f"remove it or rename it; known keys{where}: {', '.join(known)}"
+        )
         return ConfigError(_source_of(dotted, provenance, default), dotted, "unknown key" + more, fix)
     if kind == "missing":
         return ConfigError(
-            default, dotted, "missing required key" + more,
+            default,
+            dotted,
+            "missing required key" + more,
             f"add {dotted} to the profile yaml (or pass --override {dotted}=VALUE)",
         )
     expected = ""
@@ -539,7 +542,9 @@ def load_config(
             close = difflib.get_close_matches(profile, known_profiles(), n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(
-                _display(profile_path), "profile", f"unknown profile {profile!r}",
+                _display(profile_path),
+                "profile",
+                f"unknown profile {profile!r}",
                 f"{hint}known profiles: {', '.join(known_profiles())}",
             )
         missing_fix = "known profiles: " + ", ".join(known_profiles())
@@ -549,8 +554,12 @@ def load_config(
     base: dict[str, Any] = {}
     _merge(base, data, source, provenance)
     if "profile" in data and not _looks_like_path(profile) and data["profile"] != profile_name:
-        raise ConfigError(source, "profile", f"says {data['profile']!r} but the file is {profile_name!r}",
-                          "remove the profile key; the file name is the profile name")
+        raise ConfigError(
+            source,
+            "profile",
+            f"says {data['profile']!r} but the file is {profile_name!r}",
+            "remove the profile key; the file name is the profile name",
+        )
     base.setdefault("profile", profile_name)
     provenance.setdefault("profile", source)
 
@@ -561,19 +570,24 @@ def load_config(
         else:
             exp_path = configs_dir() / "experiments" / f"{experiment}.yaml"
         exp = _read_yaml(
-            exp_path, "experiment",
-            "known experiments: " + (", ".join(known_experiments()) or "(none)")
-            + "; or pass a path to a yaml file",
+            exp_path,
+            "experiment",
+            "known experiments: " + (", ".join(known_experiments()) or "(none)") + "; or pass a path to a yaml file",
         )
         if "profile" in exp:
-            raise ConfigError(_display(exp_path), "profile", "an experiment cannot set the profile",
-                              "remove the key and pass --profile instead")
+            raise ConfigError(
+                _display(exp_path),
+                "profile",
+                "an experiment cannot set the profile",
+                "remove the key and pass --profile instead",
+            )
         _merge(base, exp, _display(exp_path), provenance)
 
     for key, value, written in _overrides_to_items(overrides):
         if key == "profile":
-            raise ConfigError(f"override {written}", "profile", "the profile cannot be overridden",
-                              "pass --profile NAME instead")
+            raise ConfigError(
+                f"override {written}", "profile", "the profile cannot be overridden", "pass --profile NAME instead"
+            )
         _merge(base, _nest(key, value), f"override {written}", provenance)
 
     try:

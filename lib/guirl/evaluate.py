@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,14 +30,41 @@ from guirl.prompts import PromptSpec, action_text, build_prompt, episode_step_pr
 
 #: Fields of one prediction record (what public scorers read).
 PREDICTION_FIELDS = (
-    "model", "split", "history", "episode_id", "step_id", "image_width", "image_height",
-    "gt_action", "gt_type", "gt_point", "gt_text", "gt_box", "output", "parse_ok", "parse_reason",
-    "pred_action", "pred_type", "pred_point", "pred_text", "type_match", "grounding", "exact", "score_reason",
+    "model",
+    "split",
+    "history",
+    "episode_id",
+    "step_id",
+    "image_width",
+    "image_height",
+    "gt_action",
+    "gt_type",
+    "gt_point",
+    "gt_text",
+    "gt_box",
+    "output",
+    "parse_ok",
+    "parse_reason",
+    "pred_action",
+    "pred_type",
+    "pred_point",
+    "pred_text",
+    "type_match",
+    "grounding",
+    "exact",
+    "score_reason",
 )
 
 
-def load_policy(base_model: str | Path, adapter: str | Path | None = None, *, min_pixels: int, max_pixels: int,
-                dtype: str = "float32", device: str = "cpu"):
+def load_policy(
+    base_model: str | Path,
+    adapter: str | Path | None = None,
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    dtype: str = "float32",
+    device: str = "cpu",
+):
     """``(model, processor)`` for evaluation: a checkpoint, optionally with a LoRA adapter merged in."""
     from guirl.models import load_model, load_processor
 
@@ -50,15 +78,21 @@ def load_policy(base_model: str | Path, adapter: str | Path | None = None, *, mi
     return model, processor
 
 
-def load_trained(result: dict[str, Any], *, min_pixels: int, max_pixels: int, dtype: str = "float32",
-                 device: str = "cpu"):
+def load_trained(
+    result: dict[str, Any], *, min_pixels: int, max_pixels: int, dtype: str = "float32", device: str = "cpu"
+):
     """``(model, processor)`` of a finished training stage (its ``result.json``): the base model
     with the LoRA adapter merged when the stage trained one, else the saved full model."""
     if result["adapter"]:
-        return load_policy(result["base_model"], result["final"], min_pixels=min_pixels, max_pixels=max_pixels,
-                           dtype=dtype, device=device)
-    return load_policy(result["final"], None, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype,
-                       device=device)
+        return load_policy(
+            result["base_model"],
+            result["final"],
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            dtype=dtype,
+            device=device,
+        )
+    return load_policy(result["final"], None, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, device=device)
 
 
 def _open(img: Any):
@@ -70,8 +104,16 @@ def _open(img: Any):
     return img
 
 
-def generate(model, processor, prompts: Sequence[tuple[list[dict[str, Any]], list[Any]]], *,
-             max_new_tokens: int, batch_size: int, progress: bool = False, desc: str = "generate") -> list[str]:
+def generate(
+    model,
+    processor,
+    prompts: Sequence[tuple[list[dict[str, Any]], list[Any]]],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    progress: bool = False,
+    desc: str = "generate",
+) -> list[str]:
     """Greedy completions for ``(messages, images)`` prompts, batched with left padding.
 
     Returns one decoded string per prompt (special tokens removed), in input order.
@@ -97,32 +139,76 @@ def _point(a: Action | None) -> list[float] | None:
     return list(a.point) if a is not None and a.point is not None else None
 
 
-def prediction_record(*, model: str, split: str, history: str, episode: Episode, t: int, output: str,
-                      output_format: str, protocol: str, min_pixels: int, max_pixels: int) -> dict[str, Any]:
+def prediction_record(
+    *,
+    model: str,
+    split: str,
+    history: str,
+    episode: Episode,
+    t: int,
+    output: str,
+    output_format: str,
+    protocol: str,
+    min_pixels: int,
+    max_pixels: int,
+) -> dict[str, Any]:
     """Parse and score one model output for step ``t`` of ``episode`` (never raises on bad output)."""
     step = episode.steps[t]
     ctx = format_context(step.screen_size, min_pixels, max_pixels)
     parsed = get_format(output_format).parse(output, ctx)
-    score = score_step(parsed, step.action, protocol, gt_box=step.target_box,
-                       candidate_boxes=step.candidate_boxes, screen_size=step.screen_size)
+    score = score_step(
+        parsed,
+        step.action,
+        protocol,
+        gt_box=step.target_box,
+        candidate_boxes=step.candidate_boxes,
+        screen_size=step.screen_size,
+    )
     pred = parsed.action
     return {
-        "model": model, "split": split, "history": history, "episode_id": episode.episode_id,
-        "step_id": step.step_id, "image_width": step.screen_size[0], "image_height": step.screen_size[1],
-        "gt_action": step.action.to_dict(), "gt_type": step.action.type.value, "gt_point": _point(step.action),
-        "gt_text": step.action.text, "gt_box": list(step.target_box) if step.target_box else None,
-        "output": output, "parse_ok": parsed.ok, "parse_reason": parsed.reason,
-        "pred_action": pred.to_dict() if pred else None, "pred_type": pred.type.value if pred else None,
-        "pred_point": _point(pred), "pred_text": pred.text if pred else None,
-        "type_match": score.type_match, "grounding": score.grounding, "exact": score.exact,
+        "model": model,
+        "split": split,
+        "history": history,
+        "episode_id": episode.episode_id,
+        "step_id": step.step_id,
+        "image_width": step.screen_size[0],
+        "image_height": step.screen_size[1],
+        "gt_action": step.action.to_dict(),
+        "gt_type": step.action.type.value,
+        "gt_point": _point(step.action),
+        "gt_text": step.action.text,
+        "gt_box": list(step.target_box) if step.target_box else None,
+        "output": output,
+        "parse_ok": parsed.ok,
+        "parse_reason": parsed.reason,
+        "pred_action": pred.to_dict() if pred else None,
+        "pred_type": pred.type.value if pred else None,
+        "pred_point": _point(pred),
+        "pred_text": pred.text if pred else None,
+        "type_match": score.type_match,
+        "grounding": score.grounding,
+        "exact": score.exact,
         "score_reason": score.reason,
     }
 
 
-def evaluate_offline(model, processor, episodes: Sequence[Episode], spec: PromptSpec, *, protocol: str,
-                     image_root: str | Path, min_pixels: int, max_pixels: int, max_new_tokens: int,
-                     batch_size: int, model_name: str, split: str, max_steps: int | None = None,
-                     progress: bool = True) -> list[dict[str, Any]]:
+def evaluate_offline(
+    model,
+    processor,
+    episodes: Sequence[Episode],
+    spec: PromptSpec,
+    *,
+    protocol: str,
+    image_root: str | Path,
+    min_pixels: int,
+    max_pixels: int,
+    max_new_tokens: int,
+    batch_size: int,
+    model_name: str,
+    split: str,
+    max_steps: int | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Step-level evaluation of one split under one history setting; returns prediction records.
 
     ``max_steps`` keeps the first steps in episode order (whole episodes first) for CPU budgets.
@@ -133,15 +219,32 @@ def evaluate_offline(model, processor, episodes: Sequence[Episode], spec: Prompt
         items = items[:max_steps]
     prompts = []
     for ep, t in items:
-        messages, images, _ = episode_step_prompt(ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels,
-                                                  image_root=str(image_root))
+        messages, images, _ = episode_step_prompt(
+            ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=str(image_root)
+        )
         prompts.append((messages, images))
-    outputs = generate(model, processor, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                       progress=progress, desc=f"{model_name} {split} {spec.tag}")
+    outputs = generate(
+        model,
+        processor,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        progress=progress,
+        desc=f"{model_name} {split} {spec.tag}",
+    )
     return [
-        prediction_record(model=model_name, split=split, history=spec.tag, episode=ep, t=t, output=o,
-                          output_format=spec.output_format, protocol=protocol, min_pixels=min_pixels,
-                          max_pixels=max_pixels)
+        prediction_record(
+            model=model_name,
+            split=split,
+            history=spec.tag,
+            episode=ep,
+            t=t,
+            output=o,
+            output_format=spec.output_format,
+            protocol=protocol,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+        )
         for (ep, t), o in zip(items, outputs)
     ]
 
@@ -173,9 +276,21 @@ def write_predictions(records: Iterable[dict[str, Any]], path: str | Path) -> Pa
     return path
 
 
-def play_online(model, processor, tasks: Sequence[Any], spec: PromptSpec, *, width: int, height: int,
-                max_turns: int, min_pixels: int, max_pixels: int, max_new_tokens: int, batch_size: int,
-                progress: bool = True) -> list[dict[str, Any]]:
+def play_online(
+    model,
+    processor,
+    tasks: Sequence[Any],
+    spec: PromptSpec,
+    *,
+    width: int,
+    height: int,
+    max_turns: int,
+    min_pixels: int,
+    max_pixels: int,
+    max_new_tokens: int,
+    batch_size: int,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Play MiniGUI tasks with the agent's own history (no step instructions); one record per task.
 
     All tasks advance in lockstep so each turn is one batched generation. An unparsable output
@@ -197,8 +312,17 @@ def play_online(model, processor, tasks: Sequence[Any], spec: PromptSpec, *, wid
         envs.append(env)
         obs.append(o)
         hist.append([])
-        recs.append({"task_id": task.task_id, "category": task.category, "turns": 0, "n_unparsable": 0,
-                     "n_invalid": 0, "actions": [], "done": False})
+        recs.append(
+            {
+                "task_id": task.task_id,
+                "category": task.category,
+                "turns": 0,
+                "n_unparsable": 0,
+                "n_invalid": 0,
+                "actions": [],
+                "done": False,
+            }
+        )
     for _ in tqdm(range(max_turns), desc="online", disable=not progress):
         live = [i for i, r in enumerate(recs) if not r["done"]]
         if not live:
@@ -226,13 +350,15 @@ def play_online(model, processor, tasks: Sequence[Any], spec: PromptSpec, *, wid
     for task, env, r in zip(tasks, envs, recs):
         status = task.subgoal_status(env.state)
         done = sum(bool(s) for s in status)
-        out.append({
-            **{k: v for k, v in r.items() if k != "done"},
-            "success": bool(task.check(env.state)),
-            "subgoals_done": done,
-            "subgoals_total": len(status),
-            "subgoal_rate": done / len(status) if status else float(bool(task.check(env.state))),
-        })
+        out.append(
+            {
+                **{k: v for k, v in r.items() if k != "done"},
+                "success": bool(task.check(env.state)),
+                "subgoals_done": done,
+                "subgoals_total": len(status),
+                "subgoal_rate": done / len(status) if status else float(bool(task.check(env.state))),
+            }
+        )
     return out
 
 

@@ -9,7 +9,7 @@ every public evaluator in ``shared/notes/stack-facts.md``).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Point = tuple[float, float]
 Box = tuple[float, float, float, float]

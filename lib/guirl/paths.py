@@ -58,9 +58,7 @@ def _env_dir(var: str, default: Path) -> Path:
 
 def _check_profile(profile: str) -> str:
     if not isinstance(profile, str) or not _PROFILE_RE.match(profile):
-        raise ValueError(
-            f"profile {profile!r} is not a valid folder name; use letters, digits, '-', '_' or '.'"
-        )
+        raise ValueError(f"profile {profile!r} is not a valid folder name; use letters, digits, '-', '_' or '.'")
     return profile
 
 

@@ -15,8 +15,9 @@ The completion is the ground-truth action written in the configured output forma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from guirl.actions import Action, ActionError
 from guirl.actions.formats import FormatContext, get_format
@@ -39,13 +40,13 @@ SYSTEM_PROMPTS: dict[str, str] = {
     "qwen_mobile_use": (
         "You are a helpful assistant. You may call the mobile_use function to interact with a "
         "phone screen: key, click, long_press, swipe, type, system_button, open, wait, answer, "
-        "terminate. Reply with <tool_call>{\"name\": \"mobile_use\", \"arguments\": {...}}</tool_call>."
+        'terminate. Reply with <tool_call>{"name": "mobile_use", "arguments": {...}}</tool_call>.'
     ),
     "agentcpm": (
-        "You are a phone agent. Output one compact JSON object: {\"POINT\":[x,y]} to tap "
-        "(x,y in 0-1000), add \"duration\" (ms) to long press, {\"POINT\":[x,y],\"to\":dir} to "
-        "swipe, {\"TYPE\":text}, {\"PRESS\":\"BACK|HOME|ENTER|APPSELECT\"}, {\"duration\":ms} to "
-        "wait, {\"STATUS\":\"finish|impossible\"} to stop."
+        'You are a phone agent. Output one compact JSON object: {"POINT":[x,y]} to tap '
+        '(x,y in 0-1000), add "duration" (ms) to long press, {"POINT":[x,y],"to":dir} to '
+        'swipe, {"TYPE":text}, {"PRESS":"BACK|HOME|ENTER|APPSELECT"}, {"duration":ms} to '
+        'wait, {"STATUS":"finish|impossible"} to stop.'
     ),
 }
 

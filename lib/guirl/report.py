@@ -23,9 +23,10 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,12 +57,20 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
     root = root or repo_root()
     try:
         sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
             check=True,
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True,
-            timeout=30, check=True,
+            ["git", "status", "--porcelain"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return {"sha": "unknown", "dirty": None}
@@ -129,22 +138,28 @@ def to_markdown(df: pd.DataFrame, floatfmt: str = ".4f") -> str:
     df = _prepare(df)
     header = [str(c) for c in df.columns]
     rows = [[_cell(v, floatfmt).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-               for c in df.columns]
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
     widths = [max([len(h), 3, *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(
-            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
-        ) + " |"
+        return "| " + " | ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)) + " |"
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2))
-                          for w, num in zip(widths, numeric)) + "|"
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2)) for w, num in zip(widths, numeric)) + "|"
     return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+}
 
 
 def _tex(text: str) -> str:
@@ -154,15 +169,21 @@ def _tex(text: str) -> str:
 def to_latex(df: pd.DataFrame, caption: str = "", label: str = "", floatfmt: str = ".4f") -> str:
     """A booktabs ``table`` environment; deterministic for a given frame."""
     df = _prepare(df)
-    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-                    else "l" for c in df.columns)
+    align = "".join(
+        "r" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) else "l"
+        for c in df.columns
+    )
     lines = [r"\begin{table}[t]", r"\centering"]
     if caption:
         lines.append(rf"\caption{{{_tex(caption)}}}")
     if label:
         lines.append(rf"\label{{{label}}}")
-    lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule",
-              " & ".join(_tex(str(c)) for c in df.columns) + r" \\", r"\midrule"]
+    lines += [
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(_tex(str(c)) for c in df.columns) + r" \\",
+        r"\midrule",
+    ]
     for row in df.itertuples(index=False):
         lines.append(" & ".join(_tex(_cell(v, floatfmt)) for v in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
@@ -216,7 +237,7 @@ class Report:
             "seed": self.cfg.seed,
             "versions": self._versions,
             "wall_time_s": round(time.perf_counter() - self.started, 3),
-            "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timestamp_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
 
     def _write_sidecar(self, name: str, record: dict[str, Any]) -> Path:
@@ -224,8 +245,9 @@ class Report:
         return self._write_text(self._path(name, ".json"), text)
 
     # -- outputs ---------------------------------------------------------------------------
-    def table(self, name: str, df: pd.DataFrame, caption: str = "", latex: bool = False,
-              floatfmt: str = ".4f") -> dict[str, Path]:
+    def table(
+        self, name: str, df: pd.DataFrame, caption: str = "", latex: bool = False, floatfmt: str = ".4f"
+    ) -> dict[str, Path]:
         """Write ``<name>.csv``, ``<name>.md`` (``floatfmt`` digits), optionally ``<name>.tex``,
         and the sidecar with the full-precision records. Returns the paths by suffix."""
         if not isinstance(df, pd.DataFrame):
@@ -239,13 +261,13 @@ class Report:
         if latex:
             tex = to_latex(frame, caption=caption, label=f"tab:{self.notebook}:{name}", floatfmt=floatfmt)
             paths["tex"] = self._write_text(self._path(name, ".tex"), tex)
-        record = self.sidecar(name, "table", list(paths.values()),
-                              frame.to_dict(orient="records"), caption)
+        record = self.sidecar(name, "table", list(paths.values()), frame.to_dict(orient="records"), caption)
         paths["json"] = self._write_sidecar(name, record)
         return paths
 
-    def figure(self, name: str, fig: Any, data: Mapping[str, Any] | None = None,
-               caption: str = "", dpi: int = 150) -> dict[str, Path]:
+    def figure(
+        self, name: str, fig: Any, data: Mapping[str, Any] | None = None, caption: str = "", dpi: int = 150
+    ) -> dict[str, Path]:
         """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` with the numbers it
         plots (``data``) in the sidecar. The figure stays open (a notebook can display it)."""
         _select_backend()
@@ -255,8 +277,9 @@ class Report:
         paths["png"] = self._path(name, ".png")
         fig.savefig(paths["png"], dpi=dpi, bbox_inches="tight", metadata={"Software": None})
         paths["pdf"] = self._path(name, ".pdf")
-        fig.savefig(paths["pdf"], bbox_inches="tight",
-                    metadata={"Creator": None, "Producer": None, "CreationDate": None})
+        fig.savefig(
+            paths["pdf"], bbox_inches="tight", metadata={"Creator": None, "Producer": None, "CreationDate": None}
+        )
         self.written += [paths["png"], paths["pdf"]]
         record = self.sidecar(name, "figure", list(paths.values()), dict(data or {}), caption)
         paths["json"] = self._write_sidecar(name, record)

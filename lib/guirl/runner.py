@@ -29,9 +29,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from guirl.config import (
     Config,
@@ -181,8 +182,9 @@ def _check_kernel(kernel_name: str) -> None:
         ) from None
 
 
-def execute(plan: RunPlan, *, kernel_name: str = KERNEL_NAME, log_output: bool = False,
-            quiet: bool = False) -> RunResult:
+def execute(
+    plan: RunPlan, *, kernel_name: str = KERNEL_NAME, log_output: bool = False, quiet: bool = False
+) -> RunResult:
     """Run a validated :class:`RunPlan` with papermill (see :func:`run_notebook`)."""
     _check_kernel(kernel_name)
     import papermill as pm  # slow import: only when something runs
@@ -200,12 +202,13 @@ def execute(plan: RunPlan, *, kernel_name: str = KERNEL_NAME, log_output: bool =
         progress_bar=False,
     )
     wall = time.perf_counter() - start
-    result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(),
-                       plan.config.profile, wall)
+    result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
     if not quiet:
-        print(f"[guirl.runner] {_rel(plan.notebook)} -> {_rel(plan.output)} "
-              f"(profile {plan.config.profile}, config {result.config_hash}): {wall:.1f} s",
-              flush=True)
+        print(
+            f"[guirl.runner] {_rel(plan.notebook)} -> {_rel(plan.output)} "
+            f"(profile {plan.config.profile}, config {result.config_hash}): {wall:.1f} s",
+            flush=True,
+        )
     return result
 
 
@@ -227,8 +230,9 @@ def run_notebook(
     ``papermill.PapermillExecutionError`` when a cell fails (the executed copy, with the
     traceback, is then at ``runs/<profile>/<notebook>.ipynb``).
     """
-    plan = plan_run(notebook, profile, experiment=experiment, overrides=overrides,
-                    parameters=parameters, output_path=output_path)
+    plan = plan_run(
+        notebook, profile, experiment=experiment, overrides=overrides, parameters=parameters, output_path=output_path
+    )
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
 
 
@@ -240,17 +244,35 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("notebook", nargs="?", help="path of the notebook (e.g. notebooks/00_data_prep.ipynb)")
     ap.add_argument("--all", action="store_true", help=f"run every notebooks/{NOTEBOOK_GLOB} in order")
     ap.add_argument("--profile", default="tiny", help="configs/profiles/<PROFILE>.yaml (default: tiny)")
-    ap.add_argument("--experiment", default=None,
-                    help="configs/experiments/<NAME>.yaml or a path (default: the notebook's own, if any)")
-    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                    help="papermill parameter; VALUE is parsed as YAML (e.g. -p smoke true)")
-    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="config override with a dotted key (e.g. --override sft.learning_rate=1e-4)")
+    ap.add_argument(
+        "--experiment",
+        default=None,
+        help="configs/experiments/<NAME>.yaml or a path (default: the notebook's own, if any)",
+    )
+    ap.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("KEY", "VALUE"),
+        help="papermill parameter; VALUE is parsed as YAML (e.g. -p smoke true)",
+    )
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override with a dotted key (e.g. --override sft.learning_rate=1e-4)",
+    )
     ap.add_argument("--output", default=None, help="executed copy (default: runs/<profile>/<notebook>.ipynb)")
     ap.add_argument("--kernel", default=KERNEL_NAME, help=f"Jupyter kernel (default: {KERNEL_NAME})")
     ap.add_argument("--log-output", action="store_true", help="stream cell outputs to the terminal")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="validate and print the resolved configuration; run nothing, write nothing")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate and print the resolved configuration; run nothing, write nothing",
+    )
     return ap
 
 
@@ -270,8 +292,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[guirl.runner] no notebooks match notebooks/{NOTEBOOK_GLOB}; nothing to run")
         return 0
     try:  # validate every run before executing any
-        plans = [plan_run(nb, args.profile, experiment=args.experiment, overrides=args.override,
-                          parameters=parameters, output_path=args.output) for nb in notebooks]
+        plans = [
+            plan_run(
+                nb,
+                args.profile,
+                experiment=args.experiment,
+                overrides=args.override,
+                parameters=parameters,
+                output_path=args.output,
+            )
+            for nb in notebooks
+        ]
     except (ConfigError, RunnerError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -292,8 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 first = f"{err.ename}: {err.evalue} (cell {getattr(err, 'exec_count', '?')})"
             else:
                 first = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-            print(f"error: {_rel(plan.notebook)} failed: {first}; the executed copy with the "
-                  f"traceback is {_rel(plan.output)}", file=sys.stderr)
+            print(
+                f"error: {_rel(plan.notebook)} failed: {first}; the executed copy with the "
+                f"traceback is {_rel(plan.output)}",
+                file=sys.stderr,
+            )
             return 1
     if len(plans) > 1:
         print(f"[guirl.runner] {len(plans)} notebooks: {time.perf_counter() - total:.1f} s")

@@ -38,11 +38,15 @@ def minigui_dir(cfg: Config, *, n_tasks: int | None = None, progress: bool = Tru
 
         m = json.loads(manifest.read_text())
         if (m.get("n_tasks"), m.get("seed"), m.get("width"), m.get("height")) == (
-            total, cfg.seed, cfg.data.width, cfg.data.height
+            total,
+            cfg.seed,
+            cfg.data.width,
+            cfg.data.height,
         ):
             return out
-    build_minigui_dataset(out, n_tasks=total, seed=cfg.seed, width=cfg.data.width, height=cfg.data.height,
-                          progress=progress)
+    build_minigui_dataset(
+        out, n_tasks=total, seed=cfg.seed, width=cfg.data.width, height=cfg.data.height, progress=progress
+    )
     return out
 
 

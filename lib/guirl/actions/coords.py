@@ -106,15 +106,15 @@ class CoordSpace:
 
     # constructors ------------------------------------------------------------
     @classmethod
-    def normalized(cls) -> "CoordSpace":
+    def normalized(cls) -> CoordSpace:
         return cls("normalized", 1, 1)
 
     @classmethod
-    def thousand(cls) -> "CoordSpace":
+    def thousand(cls) -> CoordSpace:
         return cls("thousand", THOUSAND, THOUSAND)
 
     @classmethod
-    def pixels(cls, width: int, height: int) -> "CoordSpace":
+    def pixels(cls, width: int, height: int) -> CoordSpace:
         """Pixels of the original ``width x height`` screenshot."""
         return cls("pixel", int(width), int(height))
 
@@ -125,7 +125,7 @@ class CoordSpace:
         height: int,
         min_pixels: int = DEFAULT_MIN_PIXELS,
         max_pixels: int = DEFAULT_MAX_PIXELS,
-    ) -> "CoordSpace":
+    ) -> CoordSpace:
         """Pixels of the Qwen2.5-VL-resized image of a ``width x height`` screenshot."""
         w_r, h_r = resized_size(width, height, min_pixels, max_pixels)
         return cls("resized", w_r, h_r)

@@ -121,13 +121,21 @@ def to_unified(action: Action, source_family: str, *, low_instruction: bool = Fa
         return Action(ActionType.TYPE, text=action.text)
     if t is ActionType.PRESS:
         if action.key == "recent" and fam in ("qwen_mobile_use", "osatlas"):
-            why = "system_button Menu is dropped" if fam == "qwen_mobile_use" else "PRESS_RECENT becomes 'RECENT', not in the PRESS enum"
+            why = (
+                "system_button Menu is dropped"
+                if fam == "qwen_mobile_use"
+                else "PRESS_RECENT becomes 'RECENT', not in the PRESS enum"
+            )
             raise _fail(fam, why)
         if action.key == "enter" and fam == "aguvis":
             raise _fail(fam, "pyautogui.press is not handled by AgentCPM-GUI's Aguvis mapping")
         return Action(ActionType.PRESS, key=action.key)
     if t is ActionType.WAIT:
-        ms = action.duration_ms if (fam in ("agentcpm", "qwen_mobile_use") and action.duration_ms is not None) else rule.wait_ms
+        ms = (
+            action.duration_ms
+            if (fam in ("agentcpm", "qwen_mobile_use") and action.duration_ms is not None)
+            else rule.wait_ms
+        )
         return Action(ActionType.WAIT, duration_ms=ms)
     if t is ActionType.TERMINATE:
         # Qwen2.5-VL: any terminate -> STATUS finish; UI-TARS finished() / OS-Atlas COMPLETE -> finish;
@@ -137,9 +145,7 @@ def to_unified(action: Action, source_family: str, *, low_instruction: bool = Fa
     raise _fail(fam, f"{t.value!r} actions are not in AgentCPM-GUI's action schema")
 
 
-def try_to_unified(
-    action: Action, source_family: str, *, low_instruction: bool = False
-) -> tuple[Action | None, str]:
+def try_to_unified(action: Action, source_family: str, *, low_instruction: bool = False) -> tuple[Action | None, str]:
     """:func:`to_unified` that returns ``(None, reason)`` instead of raising ``ActionError``."""
     try:
         return to_unified(action, source_family, low_instruction=low_instruction), ""

@@ -56,9 +56,7 @@ COORDINATE_TYPES: frozenset[ActionType] = frozenset(
     {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SELECT, ActionType.HOVER}
 )
 #: Action types whose correctness depends on a text argument.
-TEXT_TYPES: frozenset[ActionType] = frozenset(
-    {ActionType.TYPE, ActionType.ANSWER, ActionType.OPEN_APP}
-)
+TEXT_TYPES: frozenset[ActionType] = frozenset({ActionType.TYPE, ActionType.ANSWER, ActionType.OPEN_APP})
 
 
 class ActionError(ValueError):
@@ -146,7 +144,7 @@ class Action:
         return None
 
     # ----------------------------------------------------------------- helpers
-    def in_convention(self, convention: Convention) -> "Action":
+    def in_convention(self, convention: Convention) -> Action:
         """Return this action with its scroll direction expressed in ``convention``.
 
         Finger and content directions are opposite: swiping the finger up moves the
@@ -169,7 +167,7 @@ class Action:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Action":
+    def from_dict(cls, d: dict[str, Any]) -> Action:
         """Inverse of :meth:`to_dict`; raises :class:`ActionError` naming the bad key."""
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
@@ -199,5 +197,5 @@ class ParseResult:
         return self.action is not None
 
     @classmethod
-    def fail(cls, reason: str, raw: str = "") -> "ParseResult":
+    def fail(cls, reason: str, raw: str = "") -> ParseResult:
         return cls(action=None, reason=reason, raw=raw)

@@ -10,6 +10,14 @@ from guirl.env.state import APPS, PhoneState
 from guirl.env.tasks import CATEGORIES, TEMPLATES, Task, generate_tasks, random_world
 
 __all__ = [
-    "APPS", "CATEGORIES", "MiniGUIEnv", "PhoneState", "TEMPLATES", "Task", "generate_tasks", "random_world",
-    "render_screen", "render_with_boxes",
+    "APPS",
+    "CATEGORIES",
+    "MiniGUIEnv",
+    "PhoneState",
+    "TEMPLATES",
+    "Task",
+    "generate_tasks",
+    "random_world",
+    "render_screen",
+    "render_with_boxes",
 ]

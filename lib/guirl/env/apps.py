@@ -15,8 +15,9 @@ content rows ``row(i) = (0.04, 0.10 + 0.1 i, 0.96, 0.19 + 0.1 i)``, bottom actio
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from guirl.env.state import APP_TITLES, APPS, SETTING_LABELS, SETTINGS, PhoneState, UIState
 
@@ -317,9 +318,15 @@ def _recents(st: PhoneState, ws: list[Widget]) -> tuple[str, str]:
     _title(ws, "recents", "Recent apps")
     for i, app in enumerate(st.ui.recents[:PAGE]):
         ws.append(
-            Widget(f"recents.card.{app}", row(i), APP_TITLES[app], "card",
-                   on_click=lambda s, a=app: open_app(s, a), function=f"reopens {APP_TITLES[app]}",
-                   style={"app": app})
+            Widget(
+                f"recents.card.{app}",
+                row(i),
+                APP_TITLES[app],
+                "card",
+                on_click=lambda s, a=app: open_app(s, a),
+                function=f"reopens {APP_TITLES[app]}",
+                style={"app": app},
+            )
         )
     if not st.ui.recents:
         ws.append(Widget("recents.empty", row(0), "No recent apps", "text"))
@@ -330,9 +337,16 @@ def _recents(st: PhoneState, ws: list[Widget]) -> tuple[str, str]:
 def _form(st: PhoneState, ws: list[Widget], key: str) -> None:
     for i, (name, label) in enumerate(FORM_FIELDS[key]):
         ws.append(
-            Widget(f"form.{name}", row(i), label, "input", on_click=_focus(name),
-                   text=st.ui.form.get(name, ""), function=f"enters the {label.lower()}",
-                   style={"focused": st.ui.focus == name})
+            Widget(
+                f"form.{name}",
+                row(i),
+                label,
+                "input",
+                on_click=_focus(name),
+                text=st.ui.form.get(name, ""),
+                function=f"enters the {label.lower()}",
+                style={"focused": st.ui.focus == name},
+            )
         )
 
 
@@ -350,13 +364,31 @@ def _contacts(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
             def lp(s: PhoneState, cid: int = c.cid) -> None:
                 s.ui.dialog = {"kind": "menu", "cid": cid}
 
-            ws.append(Widget(f"contacts.item.{c.cid}", row(i), c.name, "list_item", on_click=click,
-                             on_long_press=lp, text=c.phone, function=f"opens the contact {c.name}",
-                             style={"favorite": c.favorite}))
+            ws.append(
+                Widget(
+                    f"contacts.item.{c.cid}",
+                    row(i),
+                    c.name,
+                    "list_item",
+                    on_click=click,
+                    on_long_press=lp,
+                    text=c.phone,
+                    function=f"opens the contact {c.name}",
+                    style={"favorite": c.favorite},
+                )
+            )
         _more(ws, b, len(cs), "contacts")
-        ws.append(Widget("contacts.new", RIGHT_BTN, "+ New", "button",
-                         on_click=lambda s: push(s, "form", {}, {"name": "", "phone": "", "city": ""}),
-                         function="adds a new contact", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "contacts.new",
+                RIGHT_BTN,
+                "+ New",
+                "button",
+                on_click=lambda s: push(s, "form", {}, {"name": "", "phone": "", "city": ""}),
+                function="adds a new contact",
+                style={"color": "blue"},
+            )
+        )
         shown = ", ".join(c.name for c in cs[a:b])
         return "Contacts", f"Contacts list showing {shown or 'no contacts'} ({b - a} of {len(cs)})", len(cs)
     if ui.screen == "detail":
@@ -377,19 +409,47 @@ def _contacts(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
             assert x is not None
             x.favorite = not x.favorite
 
-        ws.append(Widget("contacts.edit", LEFT_BTN, "Edit", "button", on_click=edit,
-                         function=f"edits {c.name}", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "contacts.edit",
+                LEFT_BTN,
+                "Edit",
+                "button",
+                on_click=edit,
+                function=f"edits {c.name}",
+                style={"color": "blue"},
+            )
+        )
         lab = "Unfavorite" if c.favorite else "Favorite"
-        ws.append(Widget("contacts.favorite", RIGHT_BTN, lab, "button", on_click=fav,
-                         function=("removes " if c.favorite else "adds ") + f"{c.name}" +
-                         (" from favorites" if c.favorite else " to favorites"), style={"color": "amber"}))
+        ws.append(
+            Widget(
+                "contacts.favorite",
+                RIGHT_BTN,
+                lab,
+                "button",
+                on_click=fav,
+                function=("removes " if c.favorite else "adds ")
+                + f"{c.name}"
+                + (" from favorites" if c.favorite else " to favorites"),
+                style={"color": "amber"},
+            )
+        )
         return c.name, f"Contact details of {c.name}: phone {c.phone}, city {c.city}", 0
     # form
     new = "cid" not in ui.params
     _title(ws, "contacts", "New contact" if new else "Edit contact")
     _form(st, ws, "contacts.form")
-    ws.append(Widget("form.save", RIGHT_BTN, "Save", "button", on_click=_save_contact,
-                     function="saves the contact", style={"color": "green"}))
+    ws.append(
+        Widget(
+            "form.save",
+            RIGHT_BTN,
+            "Save",
+            "button",
+            on_click=_save_contact,
+            function="saves the contact",
+            style={"color": "green"},
+        )
+    )
     return ("New contact" if new else "Edit contact"), "Contact form with Name, Phone and City fields", 0
 
 
@@ -400,13 +460,29 @@ def _messages(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
         th = st.threads()
         a, b = _list_page(st, len(th))
         for i, (peer, msgs) in enumerate(th[a:b]):
-            ws.append(Widget(f"messages.thread.{peer.lower()}", row(i), peer, "list_item",
-                             on_click=lambda s, p=peer: push(s, "thread", {"peer": p}),
-                             text=msgs[-1].body, function=f"opens the conversation with {peer}"))
+            ws.append(
+                Widget(
+                    f"messages.thread.{peer.lower()}",
+                    row(i),
+                    peer,
+                    "list_item",
+                    on_click=lambda s, p=peer: push(s, "thread", {"peer": p}),
+                    text=msgs[-1].body,
+                    function=f"opens the conversation with {peer}",
+                )
+            )
         _more(ws, b, len(th), "messages")
-        ws.append(Widget("messages.compose", RIGHT_BTN, "Compose", "button",
-                         on_click=lambda s: push(s, "compose", {}, {"to": "", "body": ""}),
-                         function="writes a new message", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "messages.compose",
+                RIGHT_BTN,
+                "Compose",
+                "button",
+                on_click=lambda s: push(s, "compose", {}, {"to": "", "body": ""}),
+                function="writes a new message",
+                style={"color": "blue"},
+            )
+        )
         shown = ", ".join(p for p, _ in th[a:b])
         return "Messages", f"Message inbox with conversations: {shown or 'none'}", len(th)
     if ui.screen == "thread":
@@ -416,17 +492,42 @@ def _messages(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
         for i, m in enumerate(msgs):
             x1, x2 = (0.30, 0.96) if m.outgoing else (0.04, 0.70)
             r = row(i)
-            ws.append(Widget(f"messages.msg.{i}", (x1, r[1], x2, r[3]), m.body, "bubble",
-                             text="sent" if m.outgoing else "received", style={"outgoing": m.outgoing}))
-        ws.append(Widget("messages.reply", RIGHT_BTN, "Reply", "button",
-                         on_click=lambda s, p=peer: push(s, "compose", {}, {"to": p, "body": ""}),
-                         function=f"replies to {peer}", style={"color": "blue"}))
+            ws.append(
+                Widget(
+                    f"messages.msg.{i}",
+                    (x1, r[1], x2, r[3]),
+                    m.body,
+                    "bubble",
+                    text="sent" if m.outgoing else "received",
+                    style={"outgoing": m.outgoing},
+                )
+            )
+        ws.append(
+            Widget(
+                "messages.reply",
+                RIGHT_BTN,
+                "Reply",
+                "button",
+                on_click=lambda s, p=peer: push(s, "compose", {}, {"to": p, "body": ""}),
+                function=f"replies to {peer}",
+                style={"color": "blue"},
+            )
+        )
         last_in = next((m.body for m in reversed(msgs) if not m.outgoing), "")
         return peer, f"Conversation with {peer}; last received: '{last_in}'", 0
     _title(ws, "messages", "New message")
     _form(st, ws, "messages.compose")
-    ws.append(Widget("form.send", RIGHT_BTN, "Send", "button", on_click=_send,
-                     function="sends the message", style={"color": "green"}))
+    ws.append(
+        Widget(
+            "form.send",
+            RIGHT_BTN,
+            "Send",
+            "button",
+            on_click=_send,
+            function="sends the message",
+            style={"color": "green"},
+        )
+    )
     return "New message", "Compose screen with To and Message fields", 0
 
 
@@ -444,33 +545,75 @@ def _notes(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
                 assert x is not None
                 x.done = not x.done
 
-            ws.append(Widget(f"notes.item.{n.nid}", (0.20, r[1], r[2], r[3]), n.title, "list_item",
-                             on_click=lambda s, n=n: push(s, "form", {"nid": n.nid}, {"title": n.title}),
-                             text="done" if n.done else "", function=f"opens the note {n.title}",
-                             style={"done": n.done, "avatar": False}))
-            ws.append(Widget(f"notes.check.{n.nid}", (r[0], r[1], 0.18, r[3]), f"Done: {n.title}", "checkbox",
-                             on_click=tick, text="checked" if n.done else "unchecked",
-                             function=("marks " + n.title + (" as not done" if n.done else " as done")),
-                             style={"checked": n.done}))
+            ws.append(
+                Widget(
+                    f"notes.item.{n.nid}",
+                    (0.20, r[1], r[2], r[3]),
+                    n.title,
+                    "list_item",
+                    on_click=lambda s, n=n: push(s, "form", {"nid": n.nid}, {"title": n.title}),
+                    text="done" if n.done else "",
+                    function=f"opens the note {n.title}",
+                    style={"done": n.done, "avatar": False},
+                )
+            )
+            ws.append(
+                Widget(
+                    f"notes.check.{n.nid}",
+                    (r[0], r[1], 0.18, r[3]),
+                    f"Done: {n.title}",
+                    "checkbox",
+                    on_click=tick,
+                    text="checked" if n.done else "unchecked",
+                    function=("marks " + n.title + (" as not done" if n.done else " as done")),
+                    style={"checked": n.done},
+                )
+            )
         _more(ws, b, len(ns), "notes")
-        ws.append(Widget("notes.new", RIGHT_BTN, "+ New", "button",
-                         on_click=lambda s: push(s, "form", {}, {"title": ""}),
-                         function="adds a new note", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "notes.new",
+                RIGHT_BTN,
+                "+ New",
+                "button",
+                on_click=lambda s: push(s, "form", {}, {"title": ""}),
+                function="adds a new note",
+                style={"color": "blue"},
+            )
+        )
         shown = ", ".join(n.title + (" (done)" if n.done else "") for n in ns[a:b])
         return "Notes", f"Notes list: {shown or 'no notes'}", len(ns)
     new = "nid" not in ui.params
     _title(ws, "notes", "New note" if new else "Edit note")
     _form(st, ws, "notes.form")
-    ws.append(Widget("form.save", RIGHT_BTN, "Save", "button", on_click=_save_note,
-                     function="saves the note", style={"color": "green"}))
+    ws.append(
+        Widget(
+            "form.save",
+            RIGHT_BTN,
+            "Save",
+            "button",
+            on_click=_save_note,
+            function="saves the note",
+            style={"color": "green"},
+        )
+    )
     if not new:
 
         def delete(s: PhoneState) -> None:
             s.notes = [n for n in s.notes if n.nid != s.ui.params.get("nid")]
             go_back(s)
 
-        ws.append(Widget("form.delete", LEFT_BTN, "Delete", "button", on_click=delete,
-                         function="deletes the note", style={"color": "red"}))
+        ws.append(
+            Widget(
+                "form.delete",
+                LEFT_BTN,
+                "Delete",
+                "button",
+                on_click=delete,
+                function="deletes the note",
+                style={"color": "red"},
+            )
+        )
     return ("New note" if new else "Edit note"), "Note editor with a Title field", 0
 
 
@@ -479,9 +622,18 @@ def _settings(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
     for i, k in enumerate(SETTINGS):
         on = st.settings[k]
         lab = SETTING_LABELS[k]
-        ws.append(Widget(f"settings.{k}", row(i), lab, "toggle", on_click=_toggle_setting(k),
-                         text="on" if on else "off", function=f"turns {'off' if on else 'on'} {lab}",
-                         style={"on": on}))
+        ws.append(
+            Widget(
+                f"settings.{k}",
+                row(i),
+                lab,
+                "toggle",
+                on_click=_toggle_setting(k),
+                text="on" if on else "off",
+                function=f"turns {'off' if on else 'on'} {lab}",
+                style={"on": on},
+            )
+        )
     desc = ", ".join(f"{SETTING_LABELS[k]} {'on' if st.settings[k] else 'off'}" for k in SETTINGS)
     return "Settings", f"Settings: {desc}", 0
 
@@ -496,14 +648,30 @@ def _calendar(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
         es = st.sorted_events()
         a, b = _list_page(st, len(es))
         for i, e in enumerate(es[a:b]):
-            ws.append(Widget(f"calendar.item.{e.eid}", row(i), e.title, "list_item",
-                             on_click=lambda s, e=e: push(s, "detail", {"eid": e.eid}),
-                             text=f"{e.day} {e.time}", function=f"opens the event {e.title}",
-                             style={"avatar": "cal"}))
+            ws.append(
+                Widget(
+                    f"calendar.item.{e.eid}",
+                    row(i),
+                    e.title,
+                    "list_item",
+                    on_click=lambda s, e=e: push(s, "detail", {"eid": e.eid}),
+                    text=f"{e.day} {e.time}",
+                    function=f"opens the event {e.title}",
+                    style={"avatar": "cal"},
+                )
+            )
         _more(ws, b, len(es), "calendar")
-        ws.append(Widget("calendar.new", RIGHT_BTN, "+ New", "button",
-                         on_click=lambda s: push(s, "form", {}, {"title": "", "day": "", "time": ""}),
-                         function="adds a new event", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "calendar.new",
+                RIGHT_BTN,
+                "+ New",
+                "button",
+                on_click=lambda s: push(s, "form", {}, {"title": "", "day": "", "time": ""}),
+                function="adds a new event",
+                style={"color": "blue"},
+            )
+        )
         shown = ", ".join(e.title for e in es[a:b])
         return "Calendar", f"Calendar events: {shown or 'none'}", len(es)
     if ui.screen == "detail":
@@ -514,16 +682,34 @@ def _calendar(st: PhoneState, ws: list[Widget]) -> tuple[str, str, int]:
         _title(ws, "calendar", e.title)
         ws.append(Widget("calendar.detail.day", row(0), "Day", "text", text=e.day))
         ws.append(Widget("calendar.detail.time", row(1), "Time", "text", text=e.time))
-        ws.append(Widget("calendar.edit", LEFT_BTN, "Edit", "button",
-                         on_click=lambda s, e=e: push(s, "form", {"eid": e.eid},
-                                                      {"title": e.title, "day": e.day, "time": e.time}),
-                         function=f"edits the event {e.title}", style={"color": "blue"}))
+        ws.append(
+            Widget(
+                "calendar.edit",
+                LEFT_BTN,
+                "Edit",
+                "button",
+                on_click=lambda s, e=e: push(
+                    s, "form", {"eid": e.eid}, {"title": e.title, "day": e.day, "time": e.time}
+                ),
+                function=f"edits the event {e.title}",
+                style={"color": "blue"},
+            )
+        )
         return e.title, f"Event {e.title} on {e.day} at {e.time}", 0
     new = "eid" not in ui.params
     _title(ws, "calendar", "New event" if new else "Edit event")
     _form(st, ws, "calendar.form")
-    ws.append(Widget("form.save", RIGHT_BTN, "Save", "button", on_click=_save_event,
-                     function="saves the event", style={"color": "green"}))
+    ws.append(
+        Widget(
+            "form.save",
+            RIGHT_BTN,
+            "Save",
+            "button",
+            on_click=_save_event,
+            function="saves the event",
+            style={"color": "green"},
+        )
+    )
     return ("New event" if new else "Edit event"), "Event form with Title, Day and Time fields", 0
 
 
@@ -548,15 +734,30 @@ def _dialog(st: PhoneState, ws: list[Widget]) -> str:
             s.ui.dialog = None
 
         items: list[tuple[str, str, Handler, str]] = [
-            ("favorite", "Remove favorite" if c.favorite else "Add to favorites", fav,
-             ("removes " if c.favorite else "adds ") + c.name + (" from favorites" if c.favorite else " to favorites")),
+            (
+                "favorite",
+                "Remove favorite" if c.favorite else "Add to favorites",
+                fav,
+                ("removes " if c.favorite else "adds ")
+                + c.name
+                + (" from favorites" if c.favorite else " to favorites"),
+            ),
             ("delete", "Delete", delete, f"deletes {c.name}"),
             ("cancel", "Cancel", _close_dialog, "closes the menu"),
         ]
         for i, (k, lab, h, fn) in enumerate(items):
             yy = y1 + 0.075 + 0.075 * i
-            ws.append(Widget(f"menu.{k}", (x1 + 0.03, yy, x2 - 0.03, yy + 0.065), lab, "menu_item",
-                             on_click=h, function=fn, style={"danger": k == "delete"}))
+            ws.append(
+                Widget(
+                    f"menu.{k}",
+                    (x1 + 0.03, yy, x2 - 0.03, yy + 0.065),
+                    lab,
+                    "menu_item",
+                    on_click=h,
+                    function=fn,
+                    style={"danger": k == "delete"},
+                )
+            )
         return f"Menu for {c.name}: Add/Remove favorites, Delete, Cancel"
     if d.get("kind") == "confirm":
         key = d.get("setting", "airplane")
@@ -567,16 +768,39 @@ def _dialog(st: PhoneState, ws: list[Widget]) -> str:
             s.settings[key] = True
             s.ui.dialog = None
 
-        ws.append(Widget("dialog.cancel", (x1 + 0.04, y2 - 0.11, 0.48, y2 - 0.03), "Cancel", "button",
-                         on_click=_close_dialog, function="cancels", style={"color": "gray"}))
-        ws.append(Widget("dialog.ok", (0.52, y2 - 0.11, x2 - 0.04, y2 - 0.03), "OK", "button",
-                         on_click=ok, function=f"confirms turning on {lab}", style={"color": "green"}))
+        ws.append(
+            Widget(
+                "dialog.cancel",
+                (x1 + 0.04, y2 - 0.11, 0.48, y2 - 0.03),
+                "Cancel",
+                "button",
+                on_click=_close_dialog,
+                function="cancels",
+                style={"color": "gray"},
+            )
+        )
+        ws.append(
+            Widget(
+                "dialog.ok",
+                (0.52, y2 - 0.11, x2 - 0.04, y2 - 0.03),
+                "OK",
+                "button",
+                on_click=ok,
+                function=f"confirms turning on {lab}",
+                style={"color": "green"},
+            )
+        )
         return f"Dialog asking to confirm turning on {lab}"
     return ""
 
 
-_BUILDERS = {"contacts": _contacts, "messages": _messages, "notes": _notes, "settings": _settings,
-             "calendar": _calendar}
+_BUILDERS = {
+    "contacts": _contacts,
+    "messages": _messages,
+    "notes": _notes,
+    "settings": _settings,
+    "calendar": _calendar,
+}
 
 
 def build_screen(st: PhoneState) -> Screen:
@@ -599,5 +823,13 @@ def build_screen(st: PhoneState) -> Screen:
             desc, dialog = d, True
             background, ws = ws[:k], [w for w in ws[:k] if w.role == "title"] + ws[k:]
     _nav(ws)
-    return Screen(ui.app, ui.screen, title, ws, scroll_len=0 if dialog else scroll_len, description=desc,
-                  dialog=dialog, background=background)
+    return Screen(
+        ui.app,
+        ui.screen,
+        title,
+        ws,
+        scroll_len=0 if dialog else scroll_len,
+        description=desc,
+        dialog=dialog,
+        background=background,
+    )

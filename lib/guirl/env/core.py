@@ -123,8 +123,15 @@ class MiniGUIEnv:
     def elements(self) -> list[UIElement]:
         """Accessibility tree of the current screen (normalised boxes, paint order)."""
         return [
-            UIElement(element_id=w.element_id, box=tuple(round(v, 4) for v in w.box),  # type: ignore[arg-type]
-                      label=w.label, role=w.role, clickable=w.clickable, scrollable=w.scrollable, text=w.text)
+            UIElement(
+                element_id=w.element_id,
+                box=tuple(round(v, 4) for v in w.box),  # type: ignore[arg-type]
+                label=w.label,
+                role=w.role,
+                clickable=w.clickable,
+                scrollable=w.scrollable,
+                text=w.text,
+            )
             for w in self.screen().widgets
         ]
 
@@ -141,7 +148,9 @@ class MiniGUIEnv:
             "screen": sc.name,
         }
 
-    def _finish(self, info: dict[str, Any], reward: float, term: bool, trunc: bool) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+    def _finish(
+        self, info: dict[str, Any], reward: float, term: bool, trunc: bool
+    ) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         if trunc:
             self.done = True
         info["success"] = self._success()

@@ -92,20 +92,32 @@ class _Player:
         elif action.point is not None:
             x, y = action.point
             cands = tuple(
-                tuple(round(v, 4) for v in w.box) for w in sc.widgets  # type: ignore[misc]
+                tuple(round(v, 4) for v in w.box)
+                for w in sc.widgets  # type: ignore[misc]
                 if w.clickable and w.box[0] <= x <= w.box[2] and w.box[1] <= y <= w.box[3]
             )
-        self.traj.steps.append(ExpertStep(
-            screenshot=self.obs["screenshot"], elements=tuple(self.obs["elements"]), app=sc.app, screen=sc.name,
-            action=action, low_level_instruction=instr,
-            target_box=tuple(round(v, 4) for v in target.box) if target is not None else None,  # type: ignore[arg-type]
-            candidate_boxes=cands, screen_description=sc.description, intention=self.intention,
-            progress_summary=progress, subgoals_done=sum(status),
-            functions={w.element_id: w.function for w in sc.widgets if w.function},
-        ))
+        self.traj.steps.append(
+            ExpertStep(
+                screenshot=self.obs["screenshot"],
+                elements=tuple(self.obs["elements"]),
+                app=sc.app,
+                screen=sc.name,
+                action=action,
+                low_level_instruction=instr,
+                target_box=tuple(round(v, 4) for v in target.box) if target is not None else None,  # type: ignore[arg-type]
+                candidate_boxes=cands,
+                screen_description=sc.description,
+                intention=self.intention,
+                progress_summary=progress,
+                subgoals_done=sum(status),
+                functions={w.element_id: w.function for w in sc.widgets if w.function},
+            )
+        )
         self.obs, reward, term, trunc, info = self.env.step(action)
         if info["invalid"] is not None:
-            raise ExpertError(f"{self.task.task_id} ({self.task.template_id}): '{instr}' was invalid: {info['invalid']}")
+            raise ExpertError(
+                f"{self.task.task_id} ({self.task.template_id}): '{instr}' was invalid: {info['invalid']}"
+            )
         if trunc:
             raise ExpertError(f"{self.task.task_id}: ran out of steps ({self.env.max_steps})")
         if term:
@@ -179,8 +191,11 @@ class _Player:
                 d, (p1, p2), word = "up", SWIPE_UP, "down"
             else:
                 d, (p1, p2), word = "down", SWIPE_DOWN, "up"
-            self.do(Action(ActionType.SCROLL, direction=d, convention="finger", point=p1, point2=p2),  # type: ignore[arg-type]
-                    f"Scroll {word} to find {what}", lst)
+            self.do(
+                Action(ActionType.SCROLL, direction=d, convention="finger", point=p1, point2=p2),  # type: ignore[arg-type]
+                f"Scroll {word} to find {what}",
+                lst,
+            )
         raise ExpertError(f"{self.task.task_id}: could not reveal {eid}")
 
     def find_contact(self, cid: int) -> str:
@@ -434,8 +449,9 @@ def _solve(p: _Player, t: Task) -> None:  # noqa: C901 - one branch per template
     p.finish()
 
 
-def solve(task: Task, env: MiniGUIEnv | None = None, seed: int = 0, render: bool = True,
-          width: int = 280, height: int = 504) -> Trajectory:
+def solve(
+    task: Task, env: MiniGUIEnv | None = None, seed: int = 0, render: bool = True, width: int = 280, height: int = 504
+) -> Trajectory:
     """Play ``task`` to the end with the scripted expert; ``success`` is the env's own check.
 
     ``seed`` drives only the navigation style (``Random(f"{seed}-{task_id}")``), so the
@@ -449,23 +465,44 @@ def solve(task: Task, env: MiniGUIEnv | None = None, seed: int = 0, render: bool
     return p.traj
 
 
-def trajectory_to_episode(traj: Trajectory, screenshot_paths: list[str], split: str = "train",
-                          screen_size: tuple[int, int] = (280, 504), extra: dict[str, Any] | None = None) -> Episode:
+def trajectory_to_episode(
+    traj: Trajectory,
+    screenshot_paths: list[str],
+    split: str = "train",
+    screen_size: tuple[int, int] = (280, 504),
+    extra: dict[str, Any] | None = None,
+) -> Episode:
     """An :class:`Episode` from a trajectory; ``screenshot_paths[i]`` is step i's image path (relative)."""
     if len(screenshot_paths) != len(traj.steps):
         raise ValueError(f"{traj.task.task_id}: {len(screenshot_paths)} paths for {len(traj.steps)} steps")
     t = traj.task
     steps = tuple(
-        Step(step_id=i, screenshot=path, screen_size=screen_size, action=s.action,
-             low_level_instruction=s.low_level_instruction, target_box=s.target_box,
-             candidate_boxes=s.candidate_boxes, elements=s.elements, screen_description=s.screen_description,
-             intention=s.intention, progress_summary=s.progress_summary,
-             extra={"app": s.app, "screen": s.screen, "subgoals_done": s.subgoals_done})
+        Step(
+            step_id=i,
+            screenshot=path,
+            screen_size=screen_size,
+            action=s.action,
+            low_level_instruction=s.low_level_instruction,
+            target_box=s.target_box,
+            candidate_boxes=s.candidate_boxes,
+            elements=s.elements,
+            screen_description=s.screen_description,
+            intention=s.intention,
+            progress_summary=s.progress_summary,
+            extra={"app": s.app, "screen": s.screen, "subgoals_done": s.subgoals_done},
+        )
         for i, (s, path) in enumerate(zip(traj.steps, screenshot_paths))
     )
     return Episode(
-        episode_id=t.task_id, instruction=t.instruction, steps=steps, source="minigui", split=split,
-        app=t.apps[0], apps=t.apps, category=t.category, subgoals=tuple(d for d, _ in t.subgoals),
+        episode_id=t.task_id,
+        instruction=t.instruction,
+        steps=steps,
+        source="minigui",
+        split=split,
+        app=t.apps[0],
+        apps=t.apps,
+        category=t.category,
+        subgoals=tuple(d for d, _ in t.subgoals),
         success=traj.success,
         extra={"template_id": t.template_id, "answer": t.answer, "task": t.to_dict(), **(extra or {})},
     )

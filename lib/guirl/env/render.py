@@ -13,8 +13,8 @@ Rendering is deterministic: the same screen and size give the same pixels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -39,7 +39,12 @@ BUTTON_COLORS: dict[str, RGB] = {
     "gray": (120, 120, 120),
 }
 AVATAR_COLORS: tuple[RGB, ...] = (
-    (230, 90, 60), (60, 140, 220), (60, 170, 100), (170, 90, 200), (220, 160, 30), (40, 160, 170),
+    (230, 90, 60),
+    (60, 140, 220),
+    (60, 170, 100),
+    (170, 90, 200),
+    (220, 160, 30),
+    (40, 160, 170),
 )
 BG: RGB = (255, 255, 255)
 LAUNCHER_BG: RGB = (226, 236, 248)
@@ -77,8 +82,17 @@ class _Painter:
             text = text[:-1]
         return text + "..."
 
-    def text(self, d: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int, fill: RGB,
-             bold: bool = False, anchor: str = "lm", max_w: float | None = None) -> None:
+    def text(
+        self,
+        d: ImageDraw.ImageDraw,
+        xy: tuple[float, float],
+        text: str,
+        size: int,
+        fill: RGB,
+        bold: bool = False,
+        anchor: str = "lm",
+        max_w: float | None = None,
+    ) -> None:
         if max_w is not None:
             text = self.fit(d, text, size, max_w)
         f = font(size)
@@ -114,9 +128,18 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
         ix = (x1 + x2) / 2 - iw / 2
         d.rounded_rectangle((ix, y1, ix + iw, y1 + ih), radius=max(3, iw // 5), fill=col)
         glyph = ICON_GLYPHS.get(w.style.get("app", ""), w.label[:1])
-        p.text(d, ((x1 + x2) / 2, y1 + ih / 2), glyph, p.huge if len(glyph) == 1 else round(p.huge * 0.8), (255, 255, 255), bold=True, anchor="mm")
-        p.text(d, ((x1 + x2) / 2, y1 + ih + (y2 - y1 - ih) / 2), w.label, p.small, TEXT, bold=True,
-               anchor="mm", max_w=bw)
+        p.text(
+            d,
+            ((x1 + x2) / 2, y1 + ih / 2),
+            glyph,
+            p.huge if len(glyph) == 1 else round(p.huge * 0.8),
+            (255, 255, 255),
+            bold=True,
+            anchor="mm",
+        )
+        p.text(
+            d, ((x1 + x2) / 2, y1 + ih + (y2 - y1 - ih) / 2), w.label, p.small, TEXT, bold=True, anchor="mm", max_w=bw
+        )
     elif r in ("list_item", "card", "menu_item"):
         d.rounded_rectangle((x1, y1, x2, y2), radius=rad, fill=ROW_BG, outline=ROW_LINE)
         tx = x1 + 0.04 * p.w
@@ -155,18 +178,27 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
         lw = max(2, p.bold_dx * 2)
         if w.style.get("checked"):
             d.rounded_rectangle(box, radius=max(2, round(s * 0.15)), fill=(30, 150, 70))
-            d.line([(box[0] + s * 0.2, cy), (cx - s * 0.05, box[3] - s * 0.22), (box[2] - s * 0.18, box[1] + s * 0.22)],
-                   fill=(255, 255, 255), width=lw)
+            d.line(
+                [(box[0] + s * 0.2, cy), (cx - s * 0.05, box[3] - s * 0.22), (box[2] - s * 0.18, box[1] + s * 0.22)],
+                fill=(255, 255, 255),
+                width=lw,
+            )
         else:
-            d.rounded_rectangle(box, radius=max(2, round(s * 0.15)), fill=(255, 255, 255), outline=(80, 80, 80), width=lw)
+            d.rounded_rectangle(
+                box, radius=max(2, round(s * 0.15)), fill=(255, 255, 255), outline=(80, 80, 80), width=lw
+            )
     elif r == "button":
         col = BUTTON_COLORS.get(w.style.get("color", "blue"), BUTTON_COLORS["blue"])
         d.rounded_rectangle((x1, y1, x2, y2), radius=max(3, round(bh * 0.35)), fill=col)
         p.text(d, ((x1 + x2) / 2, cy), w.label, p.big, (255, 255, 255), bold=True, anchor="mm", max_w=bw * 0.92)
     elif r == "input":
         focused = w.style.get("focused", False)
-        d.rectangle((x1, y1, x2, y2), fill=(255, 255, 255), outline=(33, 110, 220) if focused else (150, 150, 150),
-                    width=max(3, p.bold_dx * 3) if focused else 1)
+        d.rectangle(
+            (x1, y1, x2, y2),
+            fill=(255, 255, 255),
+            outline=(33, 110, 220) if focused else (150, 150, 150),
+            width=max(3, p.bold_dx * 3) if focused else 1,
+        )
         tx = x1 + 0.03 * p.w
         p.text(d, (tx, y1 + bh * 0.27), w.label, p.small, (33, 110, 220) if focused else MUTED)
         if w.text:
@@ -184,8 +216,9 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
         pw = ph * 1.9
         px2 = x2 - 0.04 * p.w
         px1 = px2 - pw
-        d.rounded_rectangle((px1, cy - ph / 2, px2, cy + ph / 2), radius=round(ph / 2),
-                            fill=(30, 160, 70) if on else (185, 185, 185))
+        d.rounded_rectangle(
+            (px1, cy - ph / 2, px2, cy + ph / 2), radius=round(ph / 2), fill=(30, 160, 70) if on else (185, 185, 185)
+        )
         kr = ph * 0.4
         kx = px2 - ph / 2 if on else px1 + ph / 2
         d.ellipse((kx - kr, cy - kr, kx + kr, cy + kr), fill=(255, 255, 255))
@@ -204,17 +237,28 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
     elif r == "bubble":
         out = w.style.get("outgoing", False)
         d.rounded_rectangle((x1, y1, x2, y2), radius=rad * 2, fill=(33, 110, 220) if out else (228, 228, 232))
-        p.text(d, (x1 + 0.03 * p.w, cy), w.label, p.small + 1, (255, 255, 255) if out else TEXT, bold=True,
-               max_w=bw * 0.9)
+        p.text(
+            d, (x1 + 0.03 * p.w, cy), w.label, p.small + 1, (255, 255, 255) if out else TEXT, bold=True, max_w=bw * 0.9
+        )
     elif r == "dialog":
-        d.rounded_rectangle((x1, y1, x2, y2), radius=max(4, round(0.02 * p.w)), fill=(255, 255, 255),
-                            outline=(60, 60, 60), width=max(2, p.bold_dx * 2))
+        d.rounded_rectangle(
+            (x1, y1, x2, y2),
+            radius=max(4, round(0.02 * p.w)),
+            fill=(255, 255, 255),
+            outline=(60, 60, 60),
+            width=max(2, p.bold_dx * 2),
+        )
         p.text(d, ((x1 + x2) / 2, y1 + 0.04 * p.h), w.label, p.big + 1, TEXT, bold=True, anchor="mm", max_w=bw * 0.9)
     elif r == "loading":
         cx = (x1 + x2) / 2
         rr = bh * 0.25
-        d.arc((cx - rr, y1, cx + rr, y1 + 2 * rr), start=0, end=270, fill=APP_COLORS["calendar"],
-              width=max(3, p.bold_dx * 4))
+        d.arc(
+            (cx - rr, y1, cx + rr, y1 + 2 * rr),
+            start=0,
+            end=270,
+            fill=APP_COLORS["calendar"],
+            width=max(3, p.bold_dx * 4),
+        )
         p.text(d, (cx, y1 + 2 * rr + bh * 0.2), w.label, p.big, MUTED, bold=True, anchor="mm")
     elif r == "nav":
         k = w.style.get("kind")

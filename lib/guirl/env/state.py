@@ -157,7 +157,7 @@ class PhoneState:
         return self.next_id
 
     # -------------------------------------------------------------- (de)serialise
-    def copy(self) -> "PhoneState":
+    def copy(self) -> PhoneState:
         return PhoneState.from_dict(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,17 +171,22 @@ class PhoneState:
             "settings": dict(self.settings),
             "answer": self.answer,
             "ui": {
-                "app": ui.app, "screen": ui.screen, "params": dict(ui.params),
+                "app": ui.app,
+                "screen": ui.screen,
+                "params": dict(ui.params),
                 "stack": [{**f, "params": dict(f.get("params", {}))} for f in ui.stack],
-                "scroll": ui.scroll, "focus": ui.focus, "form": dict(ui.form),
+                "scroll": ui.scroll,
+                "focus": ui.focus,
+                "form": dict(ui.form),
                 "dialog": dict(ui.dialog) if ui.dialog is not None else None,
-                "loading": ui.loading, "recents": list(ui.recents),
+                "loading": ui.loading,
+                "recents": list(ui.recents),
             },
             "next_id": self.next_id,
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PhoneState":
+    def from_dict(cls, d: dict[str, Any]) -> PhoneState:
         """Inverse of :meth:`to_dict`; raises ``ValueError`` naming the bad key."""
         try:
             ui = dict(d.get("ui", {}))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from guirl.env.state import (
     APP_TITLES,
@@ -33,24 +34,84 @@ Predicate = Callable[[PhoneState], bool]
 Subgoal = tuple[str, Predicate]
 
 CATEGORIES: tuple[str, ...] = (
-    "item_creation", "item_edition", "information_query", "compound", "cross_app", "long_loop",
+    "item_creation",
+    "item_edition",
+    "information_query",
+    "compound",
+    "cross_app",
+    "long_loop",
 )
 FIRST_NAMES: tuple[str, ...] = (
-    "Ann", "Bob", "Carl", "Dana", "Eve", "Finn", "Gina", "Hugo", "Iris", "Jack", "Kira", "Leo", "Mia",
-    "Nora", "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vik", "Wendy", "Yara", "Zoe",
+    "Ann",
+    "Bob",
+    "Carl",
+    "Dana",
+    "Eve",
+    "Finn",
+    "Gina",
+    "Hugo",
+    "Iris",
+    "Jack",
+    "Kira",
+    "Leo",
+    "Mia",
+    "Nora",
+    "Omar",
+    "Pia",
+    "Quinn",
+    "Rosa",
+    "Sam",
+    "Tara",
+    "Uma",
+    "Vik",
+    "Wendy",
+    "Yara",
+    "Zoe",
 )
 CITIES: tuple[str, ...] = ("Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Rome", "Delhi", "Quito")
 NOTE_TITLES: tuple[str, ...] = (
-    "Buy milk", "Call mom", "Pay rent", "Book flight", "Water plants", "Gym class", "Read book",
-    "Fix bike", "Clean desk", "Send report", "Buy bread", "Walk dog", "Plan trip", "Buy stamps",
+    "Buy milk",
+    "Call mom",
+    "Pay rent",
+    "Book flight",
+    "Water plants",
+    "Gym class",
+    "Read book",
+    "Fix bike",
+    "Clean desk",
+    "Send report",
+    "Buy bread",
+    "Walk dog",
+    "Plan trip",
+    "Buy stamps",
 )
 EVENT_TITLES: tuple[str, ...] = (
-    "Dentist", "Team sync", "Lunch", "Yoga", "Haircut", "Interview", "Dinner", "Piano lesson",
-    "Soccer", "Doctor", "Book club", "Car service",
+    "Dentist",
+    "Team sync",
+    "Lunch",
+    "Yoga",
+    "Haircut",
+    "Interview",
+    "Dinner",
+    "Piano lesson",
+    "Soccer",
+    "Doctor",
+    "Book club",
+    "Car service",
 )
 BODIES: tuple[str, ...] = (
-    "See you at 5", "Running late", "Call me back", "Happy birthday", "Lunch tomorrow", "Got the tickets",
-    "On my way", "Thanks a lot", "Meet at the cafe", "Nice work today", "Bring the keys", "Movie tonight",
+    "See you at 5",
+    "Running late",
+    "Call me back",
+    "Happy birthday",
+    "Lunch tomorrow",
+    "Got the tickets",
+    "On my way",
+    "Thanks a lot",
+    "Meet at the cafe",
+    "Nice work today",
+    "Bring the keys",
+    "Movie tonight",
 )
 DAY_NAMES: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 TIMES: tuple[str, ...] = tuple(f"{h:02d}:{m:02d}" for h in range(8, 21) for m in (0, 30))
@@ -71,8 +132,11 @@ def random_world(rng: random.Random) -> PhoneState:
     n = rng.randint(8, 12)
     used: set[str] = set()
     for i, name in enumerate(rng.sample(FIRST_NAMES, n)):
-        st.contacts.append(Contact(cid=i + 1, name=name, phone=_phone(rng, used), city=rng.choice(CITIES),
-                                   favorite=rng.random() < 0.25))
+        st.contacts.append(
+            Contact(
+                cid=i + 1, name=name, phone=_phone(rng, used), city=rng.choice(CITIES), favorite=rng.random() < 0.25
+            )
+        )
     for i, t in enumerate(rng.sample(NOTE_TITLES, rng.randint(3, 6))):
         st.notes.append(Note(nid=101 + i, title=t, done=rng.random() < 0.3))
     for i, t in enumerate(rng.sample(EVENT_TITLES, rng.randint(3, 6))):
@@ -128,14 +192,19 @@ class Task:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (predicates are rebuilt from template id + params by :meth:`from_dict`)."""
         return {
-            "task_id": self.task_id, "template_id": self.template_id, "category": self.category,
-            "apps": list(self.apps), "instruction": self.instruction, "params": self.params,
-            "initial_state": self.initial_state, "answer": self.answer,
+            "task_id": self.task_id,
+            "template_id": self.template_id,
+            "category": self.category,
+            "apps": list(self.apps),
+            "instruction": self.instruction,
+            "params": self.params,
+            "initial_state": self.initial_state,
+            "answer": self.answer,
             "subgoals": [d for d, _ in self.subgoals],
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Task":
+    def from_dict(cls, d: dict[str, Any]) -> Task:
         tid = d.get("template_id")
         if tid not in TEMPLATES:
             raise ValueError(f"task {d.get('task_id')!r}: unknown template_id {tid!r}; known: {sorted(TEMPLATES)}")
@@ -215,40 +284,81 @@ def _v(p: dict[str, Any], options: Sequence[str]) -> str:
 
 
 # -------------------------------------------------------------- item_creation
-_register("contacts.add", "item_creation", ["contacts"])((
-    lambda r, w: {"name": _new_name(r, w), "phone": _phone(r, {c.phone for c in w.contacts}),
-                  "city": r.choice(CITIES), "v": r.randrange(3)},
-    lambda p, w: (
-        _v(p, ["Add a new contact named {name} with phone {phone} and city {city}.",
-               "Create a contact: {name}, phone {phone}, lives in {city}.",
-               "Save {name} ({phone}, {city}) as a new contact."]).format(**p),
-        [(f"Contact {p['name']} exists", _contact_is(p["name"])),
-         (f"{p['name']}'s phone is {p['phone']}", _contact_is(p["name"], phone=p["phone"])),
-         (f"{p['name']}'s city is {p['city']}", _contact_is(p["name"], city=p["city"]))], None),
-))
-_register("calendar.add", "item_creation", ["calendar"])((
-    lambda r, w: {"title": r.choice([t for t in EVENT_TITLES if w.event_by_title(t) is None]),
-                  "day": r.choice(DAY_NAMES), "time": r.choice(TIMES), "v": r.randrange(2)},
-    lambda p, w: (
-        _v(p, ["Add a calendar event '{title}' on {day} at {time}.",
-               "Schedule '{title}' for {day} at {time} in the calendar."]).format(**p),
-        [(f"Event {p['title']} exists", lambda s: s.event_by_title(p["title"]) is not None),
-         (f"{p['title']} is on {p['day']} at {p['time']}",
-          lambda s: (e := s.event_by_title(p["title"])) is not None and (e.day, e.time) == (p["day"], p["time"]))],
-        None),
-))
-_register("notes.add", "item_creation", ["notes"])((
-    lambda r, w: {"title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None]), "v": r.randrange(2)},
-    lambda p, w: (
-        _v(p, ["Create a note titled '{title}'.", "Add a new note: {title}."]).format(**p),
-        [(f"Note {p['title']} exists", lambda s: s.note_by_title(p["title"]) is not None)], None),
-))
-_register("messages.send", "item_creation", ["messages"])((
-    lambda r, w: {"peer": r.choice(w.contacts).name, "body": r.choice(BODIES), "v": r.randrange(2)},
-    lambda p, w: (
-        _v(p, ["Send a message saying '{body}' to {peer}.", "Text {peer}: '{body}'."]).format(**p),
-        [(f"Message '{p['body']}' sent to {p['peer']}", _sent(p["peer"], p["body"], w))], None),
-))
+_register("contacts.add", "item_creation", ["contacts"])(
+    (
+        lambda r, w: {
+            "name": _new_name(r, w),
+            "phone": _phone(r, {c.phone for c in w.contacts}),
+            "city": r.choice(CITIES),
+            "v": r.randrange(3),
+        },
+        lambda p, w: (
+            _v(
+                p,
+                [
+                    "Add a new contact named {name} with phone {phone} and city {city}.",
+                    "Create a contact: {name}, phone {phone}, lives in {city}.",
+                    "Save {name} ({phone}, {city}) as a new contact.",
+                ],
+            ).format(**p),
+            [
+                (f"Contact {p['name']} exists", _contact_is(p["name"])),
+                (f"{p['name']}'s phone is {p['phone']}", _contact_is(p["name"], phone=p["phone"])),
+                (f"{p['name']}'s city is {p['city']}", _contact_is(p["name"], city=p["city"])),
+            ],
+            None,
+        ),
+    )
+)
+_register("calendar.add", "item_creation", ["calendar"])(
+    (
+        lambda r, w: {
+            "title": r.choice([t for t in EVENT_TITLES if w.event_by_title(t) is None]),
+            "day": r.choice(DAY_NAMES),
+            "time": r.choice(TIMES),
+            "v": r.randrange(2),
+        },
+        lambda p, w: (
+            _v(
+                p,
+                [
+                    "Add a calendar event '{title}' on {day} at {time}.",
+                    "Schedule '{title}' for {day} at {time} in the calendar.",
+                ],
+            ).format(**p),
+            [
+                (f"Event {p['title']} exists", lambda s: s.event_by_title(p["title"]) is not None),
+                (
+                    f"{p['title']} is on {p['day']} at {p['time']}",
+                    lambda s: (
+                        (e := s.event_by_title(p["title"])) is not None and (e.day, e.time) == (p["day"], p["time"])
+                    ),
+                ),
+            ],
+            None,
+        ),
+    )
+)
+_register("notes.add", "item_creation", ["notes"])(
+    (
+        lambda r, w: {"title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None]), "v": r.randrange(2)},
+        lambda p, w: (
+            _v(p, ["Create a note titled '{title}'.", "Add a new note: {title}."]).format(**p),
+            [(f"Note {p['title']} exists", lambda s: s.note_by_title(p["title"]) is not None)],
+            None,
+        ),
+    )
+)
+_register("messages.send", "item_creation", ["messages"])(
+    (
+        lambda r, w: {"peer": r.choice(w.contacts).name, "body": r.choice(BODIES), "v": r.randrange(2)},
+        lambda p, w: (
+            _v(p, ["Send a message saying '{body}' to {peer}.", "Text {peer}: '{body}'."]).format(**p),
+            [(f"Message '{p['body']}' sent to {p['peer']}", _sent(p["peer"], p["body"], w))],
+            None,
+        ),
+    )
+)
 
 
 # -------------------------------------------------------------- item_edition
@@ -257,58 +367,111 @@ def _edit_phone_sample(r: random.Random, w: PhoneState) -> dict[str, Any]:
     return {"cid": c.cid, "name": c.name, "phone": _phone(r, {x.phone for x in w.contacts}), "v": r.randrange(2)}
 
 
-_register("contacts.edit_phone", "item_edition", ["contacts"])((
-    _edit_phone_sample,
-    lambda p, w: (
-        _v(p, ["Change {name}'s phone number to {phone}.", "Update the phone of {name} to {phone}."]).format(**p),
-        [(f"{p['name']}'s phone is {p['phone']}", _cid_is(p["cid"], phone=p["phone"], name=p["name"]))], None),
-))
-_register("contacts.favorite", "item_edition", ["contacts"])((
-    lambda r, w: (lambda cs: {"cid": (c := r.choice(cs)).cid, "name": c.name, "v": r.randrange(2)} if cs else None)(
-        [c for c in w.contacts if not c.favorite]),
-    lambda p, w: (
-        _v(p, ["Add {name} to favorites.", "Mark the contact {name} as a favorite."]).format(**p),
-        [(f"{p['name']} is a favorite", _cid_is(p["cid"], favorite=True))], None),
-))
-_register("contacts.delete", "item_edition", ["contacts"])((
-    lambda r, w: (lambda c: {"cid": c.cid, "name": c.name, "v": r.randrange(2)})(r.choice(w.contacts)),
-    lambda p, w: (
-        _v(p, ["Delete the contact {name}.", "Remove {name} from my contacts."]).format(**p),
-        [(f"{p['name']} is deleted", lambda s: s.contact_by_id(p["cid"]) is None),
-         ("Other contacts are kept", lambda s: len(s.contacts) == len(w.contacts) - 1)], None),
-))
-_register("notes.toggle", "item_edition", ["notes"])((
-    lambda r, w: (lambda n: {"nid": n.nid, "title": n.title, "done": not n.done})(r.choice(w.notes)),
-    lambda p, w: (
-        f"Mark the note '{p['title']}' as {'done' if p['done'] else 'not done'}.",
-        [(f"{p['title']} is {'done' if p['done'] else 'not done'}",
-          lambda s: (n := s.note_by_id(p["nid"])) is not None and n.done == p["done"])], None),
-))
-_register("notes.rename", "item_edition", ["notes"])((
-    lambda r, w: (lambda n: {"nid": n.nid, "old": n.title,
-                             "title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None])})(
-        r.choice(w.notes)),
-    lambda p, w: (
-        f"Rename the note '{p['old']}' to '{p['title']}'.",
-        [(f"Note renamed to {p['title']}",
-          lambda s: (n := s.note_by_id(p["nid"])) is not None and n.title == p["title"])], None),
-))
-_register("settings.toggle", "item_edition", ["settings"])((
-    lambda r, w: (lambda k: {"key": k, "on": not w.settings[k], "v": r.randrange(2)})(r.choice(SETTINGS)),
-    lambda p, w: (
-        _v(p, ["Turn {onoff} {label}.", "Switch {label} {onoff} in Settings."]).format(
-            onoff="on" if p["on"] else "off", label=SETTING_LABELS[p["key"]]),
-        [(f"{SETTING_LABELS[p['key']]} is {'on' if p['on'] else 'off'}",
-          lambda s: s.settings[p["key"]] == p["on"])], None),
-))
-_register("calendar.edit_time", "item_edition", ["calendar"])((
-    lambda r, w: (lambda e: {"eid": e.eid, "title": e.title, "time": r.choice([t for t in TIMES if t != e.time])})(
-        r.choice(w.events)),
-    lambda p, w: (
-        f"Move the event '{p['title']}' to {p['time']}.",
-        [(f"{p['title']} is at {p['time']}",
-          lambda s: (e := s.event_by_id(p["eid"])) is not None and e.time == p["time"])], None),
-))
+_register("contacts.edit_phone", "item_edition", ["contacts"])(
+    (
+        _edit_phone_sample,
+        lambda p, w: (
+            _v(p, ["Change {name}'s phone number to {phone}.", "Update the phone of {name} to {phone}."]).format(**p),
+            [(f"{p['name']}'s phone is {p['phone']}", _cid_is(p["cid"], phone=p["phone"], name=p["name"]))],
+            None,
+        ),
+    )
+)
+_register("contacts.favorite", "item_edition", ["contacts"])(
+    (
+        lambda r, w: (lambda cs: {"cid": (c := r.choice(cs)).cid, "name": c.name, "v": r.randrange(2)} if cs else None)(
+            [c for c in w.contacts if not c.favorite]
+        ),
+        lambda p, w: (
+            _v(p, ["Add {name} to favorites.", "Mark the contact {name} as a favorite."]).format(**p),
+            [(f"{p['name']} is a favorite", _cid_is(p["cid"], favorite=True))],
+            None,
+        ),
+    )
+)
+_register("contacts.delete", "item_edition", ["contacts"])(
+    (
+        lambda r, w: (lambda c: {"cid": c.cid, "name": c.name, "v": r.randrange(2)})(r.choice(w.contacts)),
+        lambda p, w: (
+            _v(p, ["Delete the contact {name}.", "Remove {name} from my contacts."]).format(**p),
+            [
+                (f"{p['name']} is deleted", lambda s: s.contact_by_id(p["cid"]) is None),
+                ("Other contacts are kept", lambda s: len(s.contacts) == len(w.contacts) - 1),
+            ],
+            None,
+        ),
+    )
+)
+_register("notes.toggle", "item_edition", ["notes"])(
+    (
+        lambda r, w: (lambda n: {"nid": n.nid, "title": n.title, "done": not n.done})(r.choice(w.notes)),
+        lambda p, w: (
+            f"Mark the note '{p['title']}' as {'done' if p['done'] else 'not done'}.",
+            [
+                (
+                    f"{p['title']} is {'done' if p['done'] else 'not done'}",
+                    lambda s: (n := s.note_by_id(p["nid"])) is not None and n.done == p["done"],
+                )
+            ],
+            None,
+        ),
+    )
+)
+_register("notes.rename", "item_edition", ["notes"])(
+    (
+        lambda r, w: (
+            lambda n: {
+                "nid": n.nid,
+                "old": n.title,
+                "title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None]),
+            }
+        )(r.choice(w.notes)),
+        lambda p, w: (
+            f"Rename the note '{p['old']}' to '{p['title']}'.",
+            [
+                (
+                    f"Note renamed to {p['title']}",
+                    lambda s: (n := s.note_by_id(p["nid"])) is not None and n.title == p["title"],
+                )
+            ],
+            None,
+        ),
+    )
+)
+_register("settings.toggle", "item_edition", ["settings"])(
+    (
+        lambda r, w: (lambda k: {"key": k, "on": not w.settings[k], "v": r.randrange(2)})(r.choice(SETTINGS)),
+        lambda p, w: (
+            _v(p, ["Turn {onoff} {label}.", "Switch {label} {onoff} in Settings."]).format(
+                onoff="on" if p["on"] else "off", label=SETTING_LABELS[p["key"]]
+            ),
+            [
+                (
+                    f"{SETTING_LABELS[p['key']]} is {'on' if p['on'] else 'off'}",
+                    lambda s: s.settings[p["key"]] == p["on"],
+                )
+            ],
+            None,
+        ),
+    )
+)
+_register("calendar.edit_time", "item_edition", ["calendar"])(
+    (
+        lambda r, w: (lambda e: {"eid": e.eid, "title": e.title, "time": r.choice([t for t in TIMES if t != e.time])})(
+            r.choice(w.events)
+        ),
+        lambda p, w: (
+            f"Move the event '{p['title']}' to {p['time']}.",
+            [
+                (
+                    f"{p['title']} is at {p['time']}",
+                    lambda s: (e := s.event_by_id(p["eid"])) is not None and e.time == p["time"],
+                )
+            ],
+            None,
+        ),
+    )
+)
 
 
 # -------------------------------------------------------------- information_query
@@ -325,75 +488,113 @@ def _last_in(w: PhoneState, peer: str) -> str:
     return [m.body for m in w.messages if m.peer == peer and not m.outgoing][-1]
 
 
-_register("contacts.query_phone", "information_query", ["contacts"])((
-    _q_contact,
-    lambda p, w: (
-        _v(p, ["What is {name}'s phone number?", "Find the phone number of {name}."]).format(**p),
-        *_query(w.contact_by_id(p["cid"]).phone, f"{p['name']}'s phone"),  # type: ignore[union-attr]
-    ),
-))
-_register("contacts.query_city", "information_query", ["contacts"])((
-    _q_contact,
-    lambda p, w: (
-        _v(p, ["Which city does {name} live in?", "Look up {name}'s city."]).format(**p),
-        *_query(w.contact_by_id(p["cid"]).city, f"{p['name']}'s city"),  # type: ignore[union-attr]
-    ),
-))
-_register("calendar.query_time", "information_query", ["calendar"])((
-    lambda r, w: {"eid": (e := r.choice(w.events)).eid, "title": e.title},
-    lambda p, w: (
-        f"At what time is '{p['title']}'?",
-        *_query(w.event_by_id(p["eid"]).time, f"time of {p['title']}"),  # type: ignore[union-attr]
-    ),
-))
-_register("messages.query_last", "information_query", ["messages"])((
-    lambda r, w: {"peer": r.choice(sorted({m.peer for m in w.messages if not m.outgoing}))},
-    lambda p, w: (
-        f"What did {p['peer']} last text me?",
-        *_query(_last_in(w, p["peer"]), f"{p['peer']}'s last message"),
-    ),
-))
-_register("settings.query", "information_query", ["settings"])((
-    lambda r, w: {"key": r.choice(SETTINGS)},
-    lambda p, w: (
-        f"Is {SETTING_LABELS[p['key']]} on or off?",
-        *_query("on" if w.settings[p["key"]] else "off", SETTING_LABELS[p["key"]]),
-    ),
-))
-_register("notes.query_count", "information_query", ["notes"])((
-    lambda r, w: {},
-    lambda p, w: (
-        "How many notes are not done yet?",
-        *_query(str(sum(not n.done for n in w.notes)), "number of open notes"),
-    ),
-))
+_register("contacts.query_phone", "information_query", ["contacts"])(
+    (
+        _q_contact,
+        lambda p, w: (
+            _v(p, ["What is {name}'s phone number?", "Find the phone number of {name}."]).format(**p),
+            *_query(w.contact_by_id(p["cid"]).phone, f"{p['name']}'s phone"),  # type: ignore[union-attr]
+        ),
+    )
+)
+_register("contacts.query_city", "information_query", ["contacts"])(
+    (
+        _q_contact,
+        lambda p, w: (
+            _v(p, ["Which city does {name} live in?", "Look up {name}'s city."]).format(**p),
+            *_query(w.contact_by_id(p["cid"]).city, f"{p['name']}'s city"),  # type: ignore[union-attr]
+        ),
+    )
+)
+_register("calendar.query_time", "information_query", ["calendar"])(
+    (
+        lambda r, w: {"eid": (e := r.choice(w.events)).eid, "title": e.title},
+        lambda p, w: (
+            f"At what time is '{p['title']}'?",
+            *_query(w.event_by_id(p["eid"]).time, f"time of {p['title']}"),  # type: ignore[union-attr]
+        ),
+    )
+)
+_register("messages.query_last", "information_query", ["messages"])(
+    (
+        lambda r, w: {"peer": r.choice(sorted({m.peer for m in w.messages if not m.outgoing}))},
+        lambda p, w: (
+            f"What did {p['peer']} last text me?",
+            *_query(_last_in(w, p["peer"]), f"{p['peer']}'s last message"),
+        ),
+    )
+)
+_register("settings.query", "information_query", ["settings"])(
+    (
+        lambda r, w: {"key": r.choice(SETTINGS)},
+        lambda p, w: (
+            f"Is {SETTING_LABELS[p['key']]} on or off?",
+            *_query("on" if w.settings[p["key"]] else "off", SETTING_LABELS[p["key"]]),
+        ),
+    )
+)
+_register("notes.query_count", "information_query", ["notes"])(
+    (
+        lambda r, w: {},
+        lambda p, w: (
+            "How many notes are not done yet?",
+            *_query(str(sum(not n.done for n in w.notes)), "number of open notes"),
+        ),
+    )
+)
 
 
 # -------------------------------------------------------------- compound
-_register("settings.two_toggles", "compound", ["settings"])((
-    lambda r, w: (lambda ks: {"keys": ks, "on": [not w.settings[k] for k in ks]})(r.sample(SETTINGS, 2)),
-    lambda p, w: (
-        "Turn {} {} and turn {} {}.".format(
-            "on" if p["on"][0] else "off", SETTING_LABELS[p["keys"][0]],
-            "on" if p["on"][1] else "off", SETTING_LABELS[p["keys"][1]]),
-        [(f"{SETTING_LABELS[k]} is {'on' if on else 'off'}", (lambda s, k=k, on=on: s.settings[k] == on))
-         for k, on in zip(p["keys"], p["on"])], None),
-))
-_register("contacts.add_favorite", "compound", ["contacts"])((
-    lambda r, w: {"name": _new_name(r, w), "phone": _phone(r, {c.phone for c in w.contacts}), "v": r.randrange(2)},
-    lambda p, w: (
-        _v(p, ["Add a contact {name} with phone {phone}, then mark them as a favorite.",
-               "Create the contact {name} ({phone}) and add them to favorites."]).format(**p),
-        [(f"Contact {p['name']} with phone {p['phone']} exists", _contact_is(p["name"], phone=p["phone"])),
-         (f"{p['name']} is a favorite", _contact_is(p["name"], favorite=True))], None),
-))
-_register("notes.add_done", "compound", ["notes"])((
-    lambda r, w: {"title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None])},
-    lambda p, w: (
-        f"Create a note '{p['title']}' and mark it as done.",
-        [(f"Note {p['title']} exists", lambda s: s.note_by_title(p["title"]) is not None),
-         (f"{p['title']} is done", lambda s: (n := s.note_by_title(p["title"])) is not None and n.done)], None),
-))
+_register("settings.two_toggles", "compound", ["settings"])(
+    (
+        lambda r, w: (lambda ks: {"keys": ks, "on": [not w.settings[k] for k in ks]})(r.sample(SETTINGS, 2)),
+        lambda p, w: (
+            "Turn {} {} and turn {} {}.".format(
+                "on" if p["on"][0] else "off",
+                SETTING_LABELS[p["keys"][0]],
+                "on" if p["on"][1] else "off",
+                SETTING_LABELS[p["keys"][1]],
+            ),
+            [
+                (f"{SETTING_LABELS[k]} is {'on' if on else 'off'}", (lambda s, k=k, on=on: s.settings[k] == on))
+                for k, on in zip(p["keys"], p["on"])
+            ],
+            None,
+        ),
+    )
+)
+_register("contacts.add_favorite", "compound", ["contacts"])(
+    (
+        lambda r, w: {"name": _new_name(r, w), "phone": _phone(r, {c.phone for c in w.contacts}), "v": r.randrange(2)},
+        lambda p, w: (
+            _v(
+                p,
+                [
+                    "Add a contact {name} with phone {phone}, then mark them as a favorite.",
+                    "Create the contact {name} ({phone}) and add them to favorites.",
+                ],
+            ).format(**p),
+            [
+                (f"Contact {p['name']} with phone {p['phone']} exists", _contact_is(p["name"], phone=p["phone"])),
+                (f"{p['name']} is a favorite", _contact_is(p["name"], favorite=True)),
+            ],
+            None,
+        ),
+    )
+)
+_register("notes.add_done", "compound", ["notes"])(
+    (
+        lambda r, w: {"title": r.choice([t for t in NOTE_TITLES if w.note_by_title(t) is None])},
+        lambda p, w: (
+            f"Create a note '{p['title']}' and mark it as done.",
+            [
+                (f"Note {p['title']} exists", lambda s: s.note_by_title(p["title"]) is not None),
+                (f"{p['title']} is done", lambda s: (n := s.note_by_title(p["title"])) is not None and n.done),
+            ],
+            None,
+        ),
+    )
+)
 
 
 # -------------------------------------------------------------- cross_app
@@ -402,27 +603,41 @@ def _two_contacts(r: random.Random, w: PhoneState) -> dict[str, Any]:
     return {"a": a.name, "acid": a.cid, "b": b.name}
 
 
-_register("cross.share_phone", "cross_app", ["contacts", "messages"])((
-    _two_contacts,
-    lambda p, w: (
-        f"Look up {p['a']}'s phone number and send it to {p['b']} in Messages.",
-        [(f"{p['a']}'s number sent to {p['b']}", _sent(p["b"], w.contact_by_id(p["acid"]).phone, w))],  # type: ignore[union-attr]
-        None),
-))
-_register("cross.note_phone", "cross_app", ["contacts", "notes"])((
-    lambda r, w: {"a": (c := r.choice(w.contacts)).name, "acid": c.cid},
-    lambda p, w: (
-        f"Create a note whose title is {p['a']}'s phone number.",
-        [(f"Note with {p['a']}'s number exists",
-          lambda s: s.note_by_title(w.contact_by_id(p["acid"]).phone) is not None)], None),  # type: ignore[union-attr]
-))
-_register("cross.event_to_msg", "cross_app", ["calendar", "messages"])((
-    lambda r, w: {"eid": (e := r.choice(w.events)).eid, "title": e.title, "b": r.choice(w.contacts).name},
-    lambda p, w: (
-        f"Text {p['b']} the time of the '{p['title']}' event.",
-        [(f"Time of {p['title']} sent to {p['b']}", _sent(p["b"], w.event_by_id(p["eid"]).time, w))],  # type: ignore[union-attr]
-        None),
-))
+_register("cross.share_phone", "cross_app", ["contacts", "messages"])(
+    (
+        _two_contacts,
+        lambda p, w: (
+            f"Look up {p['a']}'s phone number and send it to {p['b']} in Messages.",
+            [(f"{p['a']}'s number sent to {p['b']}", _sent(p["b"], w.contact_by_id(p["acid"]).phone, w))],  # type: ignore[union-attr]
+            None,
+        ),
+    )
+)
+_register("cross.note_phone", "cross_app", ["contacts", "notes"])(
+    (
+        lambda r, w: {"a": (c := r.choice(w.contacts)).name, "acid": c.cid},
+        lambda p, w: (
+            f"Create a note whose title is {p['a']}'s phone number.",
+            [
+                (
+                    f"Note with {p['a']}'s number exists",
+                    lambda s: s.note_by_title(w.contact_by_id(p["acid"]).phone) is not None,
+                )
+            ],
+            None,
+        ),  # type: ignore[union-attr]
+    )
+)
+_register("cross.event_to_msg", "cross_app", ["calendar", "messages"])(
+    (
+        lambda r, w: {"eid": (e := r.choice(w.events)).eid, "title": e.title, "b": r.choice(w.contacts).name},
+        lambda p, w: (
+            f"Text {p['b']} the time of the '{p['title']}' event.",
+            [(f"Time of {p['title']} sent to {p['b']}", _sent(p["b"], w.event_by_id(p["eid"]).time, w))],  # type: ignore[union-attr]
+            None,
+        ),
+    )
+)
 
 
 # -------------------------------------------------------------- long_loop
@@ -445,7 +660,9 @@ def _fav_city_build(p: dict[str, Any], w: PhoneState) -> tuple[str, list[Subgoal
 def _msg_city_build(p: dict[str, Any], w: PhoneState) -> tuple[str, list[Subgoal], None]:
     first = w.sorted_contacts()[:4]
     body = p["body"]
-    goals: list[Subgoal] = [(f"'{body}' sent to {c.name}", _sent(c.name, body, w)) for c in first if c.city == p["city"]]
+    goals: list[Subgoal] = [
+        (f"'{body}' sent to {c.name}", _sent(c.name, body, w)) for c in first if c.city == p["city"]
+    ]
     init = {c.name: _n_sent(w, c.name, body) for c in first if c.city != p["city"]}
     goals.append(("Nobody else got the message", lambda s: all(_n_sent(s, n, body) == k for n, k in init.items())))
     return (f"For each of the first 4 contacts, if they live in {p['city']}, send them '{body}'.", goals, None)
@@ -458,25 +675,40 @@ def _fav_city_sample(r: random.Random, w: PhoneState) -> dict[str, Any] | None:
 
 _register("loop.fav_city", "long_loop", ["contacts"])((_fav_city_sample, _fav_city_build))
 _register("loop.msg_city", "long_loop", ["contacts", "messages"])((_loop_city, _msg_city_build))
-_register("loop.notes_done", "long_loop", ["notes"])((
-    lambda r, w: {} if any(not n.done for n in w.notes) else None,
-    lambda p, w: (
-        "Go through my notes and mark every unfinished one as done.",
-        [(f"{n.title} is done", (lambda s, nid=n.nid: (x := s.note_by_id(nid)) is not None and x.done))
-         for n in w.notes if not n.done], None),
-))
+_register("loop.notes_done", "long_loop", ["notes"])(
+    (
+        lambda r, w: {} if any(not n.done for n in w.notes) else None,
+        lambda p, w: (
+            "Go through my notes and mark every unfinished one as done.",
+            [
+                (f"{n.title} is done", (lambda s, nid=n.nid: (x := s.note_by_id(nid)) is not None and x.done))
+                for n in w.notes
+                if not n.done
+            ],
+            None,
+        ),
+    )
+)
 
 #: Defaults for the held-out splits: one template per category (never touching the held-out app).
 DEFAULT_HELDOUT_APP = "notes"
 DEFAULT_UNSEEN_TEMPLATES: tuple[str, ...] = (
-    "messages.send", "calendar.edit_time", "contacts.query_city", "contacts.add_favorite",
-    "cross.event_to_msg", "loop.msg_city",
+    "messages.send",
+    "calendar.edit_time",
+    "contacts.query_city",
+    "contacts.add_favorite",
+    "cross.event_to_msg",
+    "loop.msg_city",
 )
 
 
-def templates_for(categories: Iterable[str] | None = None, apps: Iterable[str] | None = None,
-                  exclude_apps: Iterable[str] = (), template_ids: Iterable[str] | None = None,
-                  exclude_templates: Iterable[str] = ()) -> list[str]:
+def templates_for(
+    categories: Iterable[str] | None = None,
+    apps: Iterable[str] | None = None,
+    exclude_apps: Iterable[str] = (),
+    template_ids: Iterable[str] | None = None,
+    exclude_templates: Iterable[str] = (),
+) -> list[str]:
     """Template ids filtered by category / app (a template matches ``apps`` when all its apps are in it)."""
     cats = set(categories) if categories is not None else set(CATEGORIES)
     bad = cats - set(CATEGORIES)
@@ -497,9 +729,16 @@ def templates_for(categories: Iterable[str] | None = None, apps: Iterable[str] |
     return out
 
 
-def generate_tasks(n: int, seed: int, categories: Iterable[str] | None = None, apps: Iterable[str] | None = None,
-                   exclude_apps: Iterable[str] = (), template_ids: Iterable[str] | None = None,
-                   exclude_templates: Iterable[str] = (), prefix: str = "mg") -> list[Task]:
+def generate_tasks(
+    n: int,
+    seed: int,
+    categories: Iterable[str] | None = None,
+    apps: Iterable[str] | None = None,
+    exclude_apps: Iterable[str] = (),
+    template_ids: Iterable[str] | None = None,
+    exclude_templates: Iterable[str] = (),
+    prefix: str = "mg",
+) -> list[Task]:
     """``n`` tasks, deterministic in ``seed``; categories take turns (balanced), templates cycle within each.
 
     Each task gets its own world drawn from ``Random(f"{prefix}-{seed}-{attempt}")``. ``task_id`` is
@@ -535,6 +774,16 @@ def generate_tasks(n: int, seed: int, categories: Iterable[str] | None = None, a
 
 
 __all__ = [
-    "APP_TITLES", "CATEGORIES", "DEFAULT_HELDOUT_APP", "DEFAULT_UNSEEN_TEMPLATES", "TEMPLATES", "Task",
-    "Template", "generate_tasks", "make_task", "random_world", "templates_for", "text_matches",
+    "APP_TITLES",
+    "CATEGORIES",
+    "DEFAULT_HELDOUT_APP",
+    "DEFAULT_UNSEEN_TEMPLATES",
+    "TEMPLATES",
+    "Task",
+    "Template",
+    "generate_tasks",
+    "make_task",
+    "random_world",
+    "templates_for",
+    "text_matches",
 ]

@@ -11,7 +11,7 @@ Inputs are sequences of booleans, one per step in order (``StepScore.exact``).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def _check(exacts: Sequence[bool], where: str) -> list[bool]:

@@ -22,8 +22,8 @@ and repeated tokens.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.geometry import point_in_box

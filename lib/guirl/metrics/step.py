@@ -24,8 +24,8 @@ every metric; its ``reason`` starts with ``"unparsable: "``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from guirl.actions.types import COORDINATE_TYPES, Action, ActionType, ParseResult
 from guirl.geometry import box_center, distance, enlarge_box, point_in_box

@@ -35,8 +35,13 @@ class ImageOnlyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):
     """
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        super().__init__(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-                         chat_template=chat_template, **kwargs)
+        super().__init__(
+            image_processor=image_processor,
+            tokenizer=tokenizer,
+            video_processor=None,
+            chat_template=chat_template,
+            **kwargs,
+        )
 
 
 @lru_cache(maxsize=1)
@@ -52,11 +57,13 @@ def torchvision_available() -> bool:
 def _missing_message(path: Path, what: str) -> str:
     hint_hub = ""
     if not path.is_absolute() and str(path).count("/") == 1 and not path.exists():
-        hint_hub = (f" '{path}' looks like a Hugging Face hub id; the hub is unreachable here, "
-                    "so download the checkpoint elsewhere and copy the folder in.")
+        hint_hub = (
+            f" '{path}' looks like a Hugging Face hub id; the hub is unreachable here, "
+            "so download the checkpoint elsewhere and copy the folder in."
+        )
     return (
         f"{what}: no local checkpoint folder at '{path}'.{hint_hub} Either build the tiny offline "
-        "model with `python -c \"from guirl.models import build_tiny_model; print(build_tiny_model())\"` "
+        'model with `python -c "from guirl.models import build_tiny_model; print(build_tiny_model())"` '
         "and use the folder it prints, or point the profile's model path at a local folder holding "
         "a Qwen2.5-VL checkpoint (config.json, *.safetensors, tokenizer.json, tokenizer_config.json, "
         "preprocessor_config.json)."
@@ -85,13 +92,16 @@ def resolve_checkpoint(path: str | os.PathLike[str], what: str = "load") -> Path
     except (ValueError, KeyError) as err:
         raise ValueError(f"{what}: '{cfg}' is not a valid config.json with a 'model_type' key ({err}).") from err
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"{what}: '{cfg}' has model_type '{model_type}'; guirl.models loads "
-                         f"{SUPPORTED_MODEL_TYPES} checkpoints only.")
+        raise ValueError(
+            f"{what}: '{cfg}' has model_type '{model_type}'; guirl.models loads "
+            f"{SUPPORTED_MODEL_TYPES} checkpoints only."
+        )
     return p
 
 
-def load_processor(path: str | os.PathLike[str], *, min_pixels: int | None = None,
-                   max_pixels: int | None = None) -> Qwen2_5_VLProcessor:
+def load_processor(
+    path: str | os.PathLike[str], *, min_pixels: int | None = None, max_pixels: int | None = None
+) -> Qwen2_5_VLProcessor:
     """Load the processor (tokenizer + image processor + chat template) of a local checkpoint.
 
     Args:
@@ -123,8 +133,9 @@ def load_processor(path: str | os.PathLike[str], *, min_pixels: int | None = Non
         size["shortest_edge"] = overrides.get("min_pixels", size.get("shortest_edge"))
         size["longest_edge"] = overrides.get("max_pixels", size.get("longest_edge"))
         if size["shortest_edge"] > size["longest_edge"]:
-            raise ValueError(f"load_processor('{p}'): min_pixels {size['shortest_edge']} > "
-                             f"max_pixels {size['longest_edge']}")
+            raise ValueError(
+                f"load_processor('{p}'): min_pixels {size['shortest_edge']} > max_pixels {size['longest_edge']}"
+            )
         ip.size = type(ip.size)(**size) if not isinstance(ip.size, dict) else size
     return processor
 
@@ -132,8 +143,12 @@ def load_processor(path: str | os.PathLike[str], *, min_pixels: int | None = Non
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_model(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.float32,
-               device: str | torch.device = "cpu", attn_implementation: str | None = None):
+def load_model(
+    path: str | os.PathLike[str],
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device = "cpu",
+    attn_implementation: str | None = None,
+):
     """Load ``Qwen2_5_VLForConditionalGeneration`` from a local folder, in eval mode.
 
     Args:

@@ -28,17 +28,27 @@ def is_lm_lora_target(module_name: str, pattern: str = LM_LORA_TARGET_REGEX) -> 
     return re.fullmatch(pattern, module_name) is not None
 
 
-def lora_config(r: int = CCPO_LORA_R, alpha: int = CCPO_LORA_ALPHA, dropout: float = CCPO_LORA_DROPOUT,
-                target_modules: str = LM_LORA_TARGET_REGEX):
+def lora_config(
+    r: int = CCPO_LORA_R,
+    alpha: int = CCPO_LORA_ALPHA,
+    dropout: float = CCPO_LORA_DROPOUT,
+    target_modules: str = LM_LORA_TARGET_REGEX,
+):
     """The ``peft.LoraConfig`` used by :func:`apply_lora` (also usable as TRL's ``peft_config``)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
-                      bias="none", task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none", task_type="CAUSAL_LM"
+    )
 
 
-def apply_lora(model: nn.Module, r: int = CCPO_LORA_R, alpha: int = CCPO_LORA_ALPHA,
-               dropout: float = CCPO_LORA_DROPOUT, target_modules: str = LM_LORA_TARGET_REGEX):
+def apply_lora(
+    model: nn.Module,
+    r: int = CCPO_LORA_R,
+    alpha: int = CCPO_LORA_ALPHA,
+    dropout: float = CCPO_LORA_DROPOUT,
+    target_modules: str = LM_LORA_TARGET_REGEX,
+):
     """Wrap ``model`` with LoRA adapters on the language-model linear layers (PEFT).
 
     Defaults follow CCPO Table 7 (rank 8, alpha 16, dropout 0.1); the adapter update is
@@ -58,12 +68,16 @@ def apply_lora(model: nn.Module, r: int = CCPO_LORA_R, alpha: int = CCPO_LORA_AL
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     hits = [n for n in names if is_lm_lora_target(n, target_modules)]
     if not hits:
-        raise ValueError(f"apply_lora: target_modules {target_modules!r} matches no Linear module of "
-                         f"{type(model).__name__} (first names: {names[:5]})")
+        raise ValueError(
+            f"apply_lora: target_modules {target_modules!r} matches no Linear module of "
+            f"{type(model).__name__} (first names: {names[:5]})"
+        )
     vision_hits = [n for n in hits if ".visual." in f".{n}"]
     if vision_hits:
-        raise ValueError(f"apply_lora: target_modules {target_modules!r} matches vision modules "
-                         f"{vision_hits[:3]}; the vision tower must stay frozen")
+        raise ValueError(
+            f"apply_lora: target_modules {target_modules!r} matches vision modules "
+            f"{vision_hits[:3]}; the vision tower must stay frozen"
+        )
     peft_model = get_peft_model(model, lora_config(r, alpha, dropout, target_modules))
     for name, param in peft_model.named_parameters():
         if param.requires_grad and "lora_" not in name:

@@ -27,8 +27,10 @@ def meta_parameter_count(config_path: str | os.PathLike[str]) -> int:
     p = Path(config_path)
     cfg_file = p / "config.json" if p.is_dir() else p
     if not cfg_file.is_file():
-        raise FileNotFoundError(f"meta_parameter_count: no config file at '{cfg_file}'. Pass a config.json "
-                                "path or a folder holding one (e.g. configs/models/qwen2.5-vl-3b).")
+        raise FileNotFoundError(
+            f"meta_parameter_count: no config file at '{cfg_file}'. Pass a config.json "
+            "path or a folder holding one (e.g. configs/models/qwen2.5-vl-3b)."
+        )
     try:
         data = json.loads(cfg_file.read_text())
         model_type = data.pop("model_type")
@@ -48,8 +50,15 @@ def model_summary(model: nn.Module) -> dict[str, float | int]:
     ``lm_total`` / ``lm_trainable`` (everything else: embeddings, decoder, ``lm_head``, LoRA
     adapters of the decoder) and ``lora`` (parameters whose name contains ``lora_``).
     """
-    out = {"total": 0, "trainable": 0, "vision_total": 0, "vision_trainable": 0,
-           "lm_total": 0, "lm_trainable": 0, "lora": 0}
+    out = {
+        "total": 0,
+        "trainable": 0,
+        "vision_total": 0,
+        "vision_trainable": 0,
+        "lm_total": 0,
+        "lm_trainable": 0,
+        "lora": 0,
+    }
     seen: set[int] = set()
     for name, param in model.named_parameters(remove_duplicate=False):
         if id(param) in seen:

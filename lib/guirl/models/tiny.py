@@ -193,11 +193,13 @@ def _train_tokenizer(spec: TinySpec):
 
     bpe = Tokenizer(models.BPE())
     bpe.normalizer = normalizers.NFC()
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        # Qwen2 regex: one token per digit, letters runs, punctuation runs, whitespace.
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            # Qwen2 regex: one token per digit, letters runs, punctuation runs, whitespace.
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=spec.bpe_vocab_size,
@@ -226,10 +228,12 @@ def _train_tokenizer(spec: TinySpec):
         clean_up_tokenization_spaces=False,
         split_special_tokens=False,
     )
-    tokenizer.add_tokens([
-        AddedToken(tok, special=special, normalized=False, lstrip=False, rstrip=False, single_word=False)
-        for tok, special in QWEN2_5_VL_ADDED_TOKENS
-    ])
+    tokenizer.add_tokens(
+        [
+            AddedToken(tok, special=special, normalized=False, lstrip=False, rstrip=False, single_word=False)
+            for tok, special in QWEN2_5_VL_ADDED_TOKENS
+        ]
+    )
     for i, (tok, _) in enumerate(QWEN2_5_VL_ADDED_TOKENS):
         got = tokenizer.convert_tokens_to_ids(tok)
         if got != n_bpe + i:
@@ -318,13 +322,19 @@ def _write_build(folder: Path, spec: TinySpec, seed: int, key: str) -> None:
         do_sample=False,
     )
     model.save_pretrained(folder)
-    marker = {"key": key, "seed": seed, "spec": dataclasses.asdict(spec), "versions": _library_versions(),
-              "format": BUILD_FORMAT_VERSION}
+    marker = {
+        "key": key,
+        "seed": seed,
+        "spec": dataclasses.asdict(spec),
+        "versions": _library_versions(),
+        "format": BUILD_FORMAT_VERSION,
+    }
     (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
 
 
-def build_tiny_model(out_dir: str | os.PathLike[str] | None = None, *, seed: int = 0,
-                     spec: TinySpec = TinySpec()) -> Path:
+def build_tiny_model(
+    out_dir: str | os.PathLike[str] | None = None, *, seed: int = 0, spec: TinySpec = TinySpec()
+) -> Path:
     """Build (or reuse) the tiny offline Qwen2.5-VL and return its checkpoint folder.
 
     Args:

@@ -17,11 +17,19 @@ from guirl.rewards.guir1 import GUIR1Config, guir1_reward
 from guirl.rewards.uis1 import UIS1Config, uis1_reward
 
 REWARDS: dict[str, RewardSpec] = {
-    "ccpo": RewardSpec("ccpo", ccpo_reward, CCPOConfig, 0.0, CCPOConfig().high, "CCPO arXiv 2601.11631, distance-based reward"),
-    "coepg": RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG arXiv 2511.10705, C-DREM", extras=("grounding",)),
+    "ccpo": RewardSpec(
+        "ccpo", ccpo_reward, CCPOConfig, 0.0, CCPOConfig().high, "CCPO arXiv 2601.11631, distance-based reward"
+    ),
+    "coepg": RewardSpec(
+        "coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG arXiv 2511.10705, C-DREM", extras=("grounding",)
+    ),
     "ces": RewardSpec("ces", ces_reward, CESConfig, 0.0, CESConfig().high, "CES arXiv 2511.22235, execution feedback"),
-    "agentcpm": RewardSpec("agentcpm", agentcpm_reward, AgentCPMConfig, -1.0, 1.0, "AgentCPM-GUI arXiv 2506.01391, RFT"),
-    "guir1": RewardSpec("guir1", guir1_reward, GUIR1Config, 0.0, GUIR1Config().high, "GUI-R1 arXiv 2504.10458 (baseline)"),
+    "agentcpm": RewardSpec(
+        "agentcpm", agentcpm_reward, AgentCPMConfig, -1.0, 1.0, "AgentCPM-GUI arXiv 2506.01391, RFT"
+    ),
+    "guir1": RewardSpec(
+        "guir1", guir1_reward, GUIR1Config, 0.0, GUIR1Config().high, "GUI-R1 arXiv 2504.10458 (baseline)"
+    ),
     "uis1": RewardSpec("uis1", uis1_reward, UIS1Config, 0.0, UIS1Config().high, "UI-S1 arXiv 2509.11543 (baseline)"),
 }
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from guirl.actions.types import (
     COORDINATE_TYPES,
@@ -113,7 +114,7 @@ class GroundTruth:
         )
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "GroundTruth":
+    def from_row(cls, row: Mapping[str, Any]) -> GroundTruth:
         """Build from dataset columns: ``gt_action`` (JSON string or dict from :meth:`Action.to_dict`),
         optional ``gt_box`` (``[x1, y1, x2, y2]`` normalised) and ``candidate_boxes``.
 

@@ -80,7 +80,7 @@ class CCPOConfig:
         min_weight: float = 0.5,
         tau_min: float = 0.1,
         tau_max: float = 0.5,
-    ) -> "CCPOConfig":
+    ) -> CCPOConfig:
         """Linear-form weights equal to the code's ``fw*format + (1-fw)*action`` score.
 
         Requires the code's non-coordinate "type right, args wrong" credit to equal ``min_weight``
@@ -131,9 +131,7 @@ def ccpo_content(pred: Action, gt: GroundTruth, cfg: CCPOConfig = CCPOConfig()) 
     return float(non_coordinate_args_match(pred, gt.action, text_rule="contains"))
 
 
-def ccpo_reward(
-    pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: CCPOConfig = CCPOConfig()
-) -> RewardResult:
+def ccpo_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: CCPOConfig = CCPOConfig()) -> RewardResult:
     """CCPO step reward ``alpha*format + beta*type + gamma*content``; range ``[0, alpha+beta+gamma]``.
 
     format = 1 when the output parsed; type = 1 when the action type matches; content (gated by

@@ -29,8 +29,9 @@ grounding models themselves are run elsewhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ParseResult
 from guirl.geometry import Point
@@ -63,7 +64,7 @@ class GroundingOutput:
     token_logprobs: tuple[float, ...] = ()
 
     @classmethod
-    def from_any(cls, x: "GroundingOutput | Mapping[str, Any]") -> "GroundingOutput":
+    def from_any(cls, x: GroundingOutput | Mapping[str, Any]) -> GroundingOutput:
         """Accept an instance or a dict ``{"point": [x, y] | None, "token_logprobs": [...]}``."""
         if isinstance(x, GroundingOutput):
             return x

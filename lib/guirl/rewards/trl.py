@@ -19,7 +19,8 @@ wrapped to take the row as its context); a parser that raises is treated as a fa
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from guirl.actions.types import ParseResult
 from guirl.rewards.base import GroundTruth, RewardInputError, RewardResult
@@ -50,7 +51,9 @@ def completion_text(completion: Any) -> str:
             if isinstance(content, str):
                 parts.append(content)
             elif isinstance(content, Sequence):
-                parts.extend(str(c.get("text", "")) for c in content if isinstance(c, Mapping) and c.get("type") == "text")
+                parts.extend(
+                    str(c.get("text", "")) for c in content if isinstance(c, Mapping) and c.get("type") == "text"
+                )
         return "".join(parts)
     raise TypeError(f"completion must be a string or a list of messages, got {type(completion).__name__}")
 

@@ -61,9 +61,7 @@ def uis1_extract_match(pred: Action, gt: GroundTruth, cfg: UIS1Config = UIS1Conf
     return non_coordinate_args_match(pred, g, text_rule="contains", check_status=False)
 
 
-def uis1_reward(
-    pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: UIS1Config = UIS1Config()
-) -> RewardResult:
+def uis1_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: UIS1Config = UIS1Config()) -> RewardResult:
     """UI-S1 step reward (module doc); components format, type, exact, action."""
     pr = as_parse_result(pred)
     comps = {"format": 0.0, "type": 0.0, "exact": 0.0, "action": 0.0}

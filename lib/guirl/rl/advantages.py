@@ -23,7 +23,8 @@ Documented conventions (tested):
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 

@@ -19,7 +19,7 @@ Shapes: ``B`` sequences, ``T`` response tokens. ``logp``, ``old_logp``, ``ref_lo
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -71,7 +71,9 @@ LOSS_AGG_MODES: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", *, norm_len: int | None = None) -> torch.Tensor:
+def agg_loss(
+    loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", *, norm_len: int | None = None
+) -> torch.Tensor:
     """Aggregate a ``(B, T)`` per-token loss into a scalar with ``mask`` (module doc for modes)."""
     try:
         fn = LOSS_AGG_MODES[mode]

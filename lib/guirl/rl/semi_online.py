@@ -26,8 +26,9 @@ code passes the raw score through for episode-level singletons).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 

@@ -15,8 +15,9 @@ plain metadata columns the trainer ignores.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from guirl.actions import Action
 from guirl.data.schema import Episode

@@ -84,7 +84,5 @@ def run_stage(
                 print(line, end="", flush=True)
         rc = proc.wait(timeout=timeout)
     if rc != 0 or not done.exists():
-        raise TrainingFailed(
-            f"stage {stage!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}"
-        )
+        raise TrainingFailed(f"stage {stage!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}")
     return json.loads(done.read_text())

@@ -49,8 +49,9 @@ def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any
     if "train" not in splits:
         raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
     train = splits["train"]
-    return sft_records(train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels,
-                       max_pixels=m.max_pixels)
+    return sft_records(
+        train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
+    )
 
 
 def prompt_spec(cfg: Config, tag: str):
@@ -133,8 +134,12 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
     torch.manual_seed(cfg.seed)
     m = cfg.model
     processor = load_processor(base_model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
-    model = load_model(base_model, dtype=m.torch_dtype, device="cpu" if cfg.runtime.device == "cpu" else None,
-                       attn_implementation=m.attn_implementation)
+    model = load_model(
+        base_model,
+        dtype=m.torch_dtype,
+        device="cpu" if cfg.runtime.device == "cpu" else None,
+        attn_implementation=m.attn_implementation,
+    )
     model.train()
     records = build_records(cfg, stage, data_dir)
     dataset = to_dataset(records)

@@ -109,9 +109,7 @@ def point_in(space: CoordSpace, v: Any, what: str = "point") -> tuple[float, flo
         x, y = nums
     p = space.to_norm(x, y)
     if p is None:
-        raise FormatFail(
-            f"{OUTSIDE}: {what} {v!r} not inside [0, {space.width}] x [0, {space.height}] ({space.kind})"
-        )
+        raise FormatFail(f"{OUTSIDE}: {what} {v!r} not inside [0, {space.width}] x [0, {space.height}] ({space.kind})")
     return p
 
 
@@ -306,9 +304,7 @@ class ActionFormat(abc.ABC):
         return ParseResult(action=action, raw=text, thought=thought)
 
 
-def scroll_from_points(
-    p: tuple[float, float], q: tuple[float, float], convention: str, what: str = "swipe"
-) -> Action:
+def scroll_from_points(p: tuple[float, float], q: tuple[float, float], convention: str, what: str = "swipe") -> Action:
     """Scroll action from a finger swipe ``p -> q`` expressed in ``convention``."""
     d = direction_from_points(p, q)
     if d is None:

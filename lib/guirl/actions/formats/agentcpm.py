@@ -52,7 +52,13 @@ LONG_PRESS_DEFAULT_MS = 1000
 _KEYS = ("thought", "POINT", "to", "duration", "PRESS", "TYPE", "STATUS", "DEEP_LINK", "CLEAR")
 _PRESS = {"BACK": "back", "HOME": "home", "ENTER": "enter", "APPSELECT": "recent"}
 _PRESS_OUT = {v: k for k, v in _PRESS.items()}
-_STOP = {"finish": "success", "satisfied": "success", "impossible": "fail", "interrupt": "fail", "need_feedback": "fail"}
+_STOP = {
+    "finish": "success",
+    "satisfied": "success",
+    "impossible": "fail",
+    "interrupt": "fail",
+    "need_feedback": "fail",
+}
 _STOP_OUT = {"success": "finish", "fail": "impossible"}
 
 
@@ -75,8 +81,15 @@ class AgentCPMFormat(ActionFormat):
     convention = "finger"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SCROLL, ActionType.TYPE, ActionType.PRESS,
-         ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.SCROLL,
+            ActionType.TYPE,
+            ActionType.PRESS,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
@@ -159,7 +172,11 @@ class AgentCPMFormat(ActionFormat):
         return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
 
     def _unsupported(self, action: Action) -> str | None:
-        if action.type is ActionType.LONG_PRESS and action.duration_ms is not None and action.duration_ms <= DEFAULT_DURATION_MS:
+        if (
+            action.type is ActionType.LONG_PRESS
+            and action.duration_ms is not None
+            and action.duration_ms <= DEFAULT_DURATION_MS
+        ):
             return (
                 f"format 'agentcpm' cannot express a 'long_press' action with duration {action.duration_ms} ms "
                 f"(a POINT with duration <= {DEFAULT_DURATION_MS} ms is a click)"

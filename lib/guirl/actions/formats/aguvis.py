@@ -55,8 +55,17 @@ class AguvisFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.TYPE, ActionType.SCROLL, ActionType.PRESS,
-         ActionType.OPEN_APP, ActionType.WAIT, ActionType.TERMINATE, ActionType.ANSWER}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.PRESS,
+            ActionType.OPEN_APP,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+            ActionType.ANSWER,
+        }
     )
     keeps = {ActionType.LONG_PRESS: frozenset({"point"})}
 

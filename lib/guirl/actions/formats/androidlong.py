@@ -47,8 +47,16 @@ class AndroidLongFormat(ActionFormat):
     convention = "finger"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.TYPE, ActionType.SCROLL, ActionType.PRESS,
-         ActionType.OPEN_APP, ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.PRESS,
+            ActionType.OPEN_APP,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {ActionType.LONG_PRESS: frozenset({"point"})}
 
@@ -85,7 +93,7 @@ class AndroidLongFormat(ActionFormat):
             raise FormatFail(f"unknown call {name!r}")
         act = kw.get("action")
         if not isinstance(act, str):
-            raise FormatFail(f"do() needs action=\"...\", got {act!r}")
+            raise FormatFail(f'do() needs action="...", got {act!r}')
         extra = {}
         if isinstance(kw.get("element"), (list, tuple)) and len(kw["element"]) == 4:
             extra["box"] = list(kw["element"])
@@ -101,7 +109,13 @@ class AndroidLongFormat(ActionFormat):
                 a = scroll_from_points(point_in(sp, kw["start"], "start"), point_in(sp, kw["end"], "end"), "finger")
             else:
                 start = point_in(sp, kw["element"], "element") if kw.get("element") is not None else None
-                a = Action(ActionType.SCROLL, point=start, direction=check_direction(kw.get("direction")), convention="finger", extra=extra)  # type: ignore[arg-type]
+                a = Action(
+                    ActionType.SCROLL,
+                    point=start,
+                    direction=check_direction(kw.get("direction")),
+                    convention="finger",
+                    extra=extra,
+                )  # type: ignore[arg-type]
         elif act in ("Back", "Home", "Enter"):
             a = Action(ActionType.PRESS, key=act.lower())  # type: ignore[arg-type]
         elif act == "Launch":
@@ -143,7 +157,11 @@ class AndroidLongFormat(ActionFormat):
         elif t is ActionType.OPEN_APP:
             call = f'do(action="Launch", app={py_dstr(a.text)})'  # type: ignore[arg-type]
         elif t is ActionType.WAIT:
-            call = 'do(action="Wait")' if a.duration_ms is None else f'do(action="Wait", duration="{fmt_num(a.duration_ms / 1000)} seconds")'
+            call = (
+                'do(action="Wait")'
+                if a.duration_ms is None
+                else f'do(action="Wait", duration="{fmt_num(a.duration_ms / 1000)} seconds")'
+            )
         else:
             call = 'finish(message="")'
         head = f"<think>{thought}</think>" if thought is not None else ""

@@ -50,8 +50,16 @@ class CESExecutorFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.TYPE, ActionType.SCROLL, ActionType.PRESS,
-         ActionType.OPEN_APP, ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.PRESS,
+            ActionType.OPEN_APP,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {
         ActionType.LONG_PRESS: frozenset({"point"}),
@@ -175,4 +183,3 @@ def format_think_answer(answer: str, thought: str | None = None) -> str:
         raise ValueError("answer must be non-empty")
     head = f"<think>{thought}</think>" if thought is not None else ""
     return f"{head}<answer>{answer}</answer>"
-

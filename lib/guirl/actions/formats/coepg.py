@@ -50,8 +50,17 @@ class CoEPGPlannerFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SELECT, ActionType.TYPE, ActionType.SCROLL,
-         ActionType.OPEN_APP, ActionType.PRESS, ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.SELECT,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.OPEN_APP,
+            ActionType.PRESS,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {
         ActionType.LONG_PRESS: frozenset({"point"}),
@@ -147,7 +156,7 @@ class CoEPGGrounderFormat(ActionFormat):
             except json.JSONDecodeError as e:
                 raise FormatFail(f"malformed JSON: {e.msg}") from None
             if not isinstance(d, dict) or "point_2d" not in d:
-                raise FormatFail("JSON point must be {\"point_2d\": [x, y]}")
+                raise FormatFail('JSON point must be {"point_2d": [x, y]}')
             return self._ok(Action(ActionType.CLICK, point=point_in(sp, d["point_2d"])), text)
         m = re.fullmatch(r"[\(\[]\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*[\)\]]", s)
         if not m:

@@ -96,7 +96,9 @@ def args_to_action(args: Any, ctx: FormatContext, space_kind: str = "resized") -
             return scroll_from_points(coord("coordinate"), coord("coordinate2"), "finger")
         if args.get("direction") is not None:
             start = coord("coordinate") if args.get("coordinate") is not None else None
-            return Action(ActionType.SCROLL, point=start, direction=check_direction(args["direction"]), convention="finger")  # type: ignore[arg-type]
+            return Action(
+                ActionType.SCROLL, point=start, direction=check_direction(args["direction"]), convention="finger"
+            )  # type: ignore[arg-type]
         raise FormatFail("swipe needs 'coordinate2' (or 'direction')")
     if kind in ("type", "answer", "open"):
         if "text" not in args:
@@ -132,7 +134,11 @@ def action_to_args(a: Action, ctx: FormatContext, space_kind: str = "resized") -
         return d
     if t is ActionType.SCROLL:
         if a.point is not None and a.point2 is not None:
-            return {"action": "swipe", "coordinate": fmt_point(space, a.point), "coordinate2": fmt_point(space, a.point2)}
+            return {
+                "action": "swipe",
+                "coordinate": fmt_point(space, a.point),
+                "coordinate2": fmt_point(space, a.point2),
+            }
         d = {"action": "swipe", "direction": a.direction}
         if a.point is not None:
             d["coordinate"] = fmt_point(space, a.point)

@@ -31,8 +31,14 @@ class OdysseyFormat(ActionFormat):
     convention = "finger"
     has_thought = False
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SCROLL, ActionType.TYPE, ActionType.PRESS,
-         ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.SCROLL,
+            ActionType.TYPE,
+            ActionType.PRESS,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {ActionType.LONG_PRESS: frozenset({"point"}), ActionType.SCROLL: frozenset({"direction", "convention"})}
 

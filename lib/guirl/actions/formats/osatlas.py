@@ -41,8 +41,16 @@ class OSAtlasFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.TYPE, ActionType.SCROLL, ActionType.PRESS,
-         ActionType.OPEN_APP, ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.PRESS,
+            ActionType.OPEN_APP,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {
         ActionType.LONG_PRESS: frozenset({"point"}),

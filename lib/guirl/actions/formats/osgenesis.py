@@ -56,8 +56,15 @@ class OSGenesisFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SCROLL, ActionType.TYPE, ActionType.PRESS,
-         ActionType.OPEN_APP, ActionType.WAIT}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.SCROLL,
+            ActionType.TYPE,
+            ActionType.PRESS,
+            ActionType.OPEN_APP,
+            ActionType.WAIT,
+        }
     )
     keeps = {
         ActionType.LONG_PRESS: frozenset({"point"}),

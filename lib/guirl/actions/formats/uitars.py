@@ -58,8 +58,16 @@ class UITarsFormat(ActionFormat):
     convention = "content"
     has_thought = True
     types = frozenset(
-        {ActionType.CLICK, ActionType.LONG_PRESS, ActionType.TYPE, ActionType.SCROLL, ActionType.OPEN_APP,
-         ActionType.PRESS, ActionType.WAIT, ActionType.TERMINATE}
+        {
+            ActionType.CLICK,
+            ActionType.LONG_PRESS,
+            ActionType.TYPE,
+            ActionType.SCROLL,
+            ActionType.OPEN_APP,
+            ActionType.PRESS,
+            ActionType.WAIT,
+            ActionType.TERMINATE,
+        }
     )
     keeps = {ActionType.SCROLL: frozenset({"point", "direction", "convention"}), ActionType.WAIT: frozenset()}
 
@@ -96,7 +104,9 @@ class UITarsFormat(ActionFormat):
             a = Action(ActionType.TYPE, text=text_arg(kw.get("content"), "content"))
         elif name == "scroll":
             start = parse_box(kw["start_box"], ctx) if kw.get("start_box") else None
-            a = Action(ActionType.SCROLL, point=start, direction=check_direction(kw.get("direction")), convention="content")  # type: ignore[arg-type]
+            a = Action(
+                ActionType.SCROLL, point=start, direction=check_direction(kw.get("direction")), convention="content"
+            )  # type: ignore[arg-type]
         elif name == "open_app":
             a = Action(ActionType.OPEN_APP, text=text_arg(kw.get("app_name"), "app_name"))
         elif name in ("press_back", "press_home", "press_enter"):
