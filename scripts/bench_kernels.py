@@ -8,7 +8,7 @@ the per-step pipeline
 
     parse:  guirl.actions.formats.get_format(fmt).parse(text, ctx)
     score:  guirl.metrics.score_step(parsed, gt, protocol, gt_box=...)
-    reward: guirl.rewards.get_reward(name).fn(parsed, GroundTruth(...))
+    reward: guirl.methods.get_reward(name).fn(parsed, GroundTruth(...))
 
 Torch is limited to one thread (the kernels are pure Python, so this only keeps a stray
 torch op from using more cores); ``taskset -c 0`` pins the process too if you want.
@@ -34,15 +34,16 @@ import torch  # noqa: E402
 
 from guirl.actions.formats import FormatContext, get_format  # noqa: E402
 from guirl.actions.types import Action, ActionError, ActionType  # noqa: E402
+from guirl.methods import get_reward  # noqa: E402
 from guirl.metrics import get_protocol, score_step  # noqa: E402
-from guirl.rewards import GroundTruth, get_reward  # noqa: E402
+from guirl.rewards import GroundTruth  # noqa: E402
 
 #: name -> (output format, metric protocol, reward) as each paper pairs them.
 TRIPLES: dict[str, tuple[str, str, str]] = {
     "ccpo": ("ccpo", "ccpo", "ccpo"),
     "agentcpm": ("agentcpm", "agentcpm", "agentcpm"),
     "ces": ("ces_executor", "ces", "ces"),
-    "uis1": ("qwen_mobile_use", "uis1", "uis1"),
+    "uis1": ("qwen_mobile_use", "uis1", "semi_online"),
     "guir1": ("qwen_mobile_use", "guir1", "guir1"),
 }
 

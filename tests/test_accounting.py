@@ -1,4 +1,4 @@
-"""guirl.accounting: image tokens, prompt length, CCPO efficiency numbers, FLOPs, tokens/action."""
+"""guirl.analysis.accounting: image tokens, prompt length, CCPO efficiency numbers, FLOPs, tokens/action."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from guirl.accounting import (
+from guirl.actions.types import Action, ActionType
+from guirl.analysis.accounting import (
     ModelDims,
     compression_rate,
     count_tokens,
@@ -22,7 +23,6 @@ from guirl.accounting import (
     vision_matmul_params,
     window_segments,
 )
-from guirl.actions.types import Action, ActionType
 from guirl.imaging import visual_tokens
 
 

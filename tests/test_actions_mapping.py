@@ -1,10 +1,10 @@
-"""guirl.actions.mapping: AgentCPM-GUI's unified action mapping, one row per rule."""
+"""guirl.methods.agentcpm.mapping: AgentCPM-GUI's unified action mapping, one row per rule."""
 
 import pytest
 
 from guirl.actions.formats import FormatContext, get_format
-from guirl.actions.mapping import FAMILIES, to_unified, try_to_unified
 from guirl.actions.types import Action, ActionError
+from guirl.methods.agentcpm.mapping import FAMILIES, to_unified, try_to_unified
 
 S = dict  # expected fields
 

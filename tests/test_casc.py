@@ -1,4 +1,4 @@
-"""guirl.casc: CCPO's Coordinate-Aware Spatial Compression (sec. 3.3)."""
+"""guirl.methods.ccpo.casc: CCPO's Coordinate-Aware Spatial Compression (sec. 3.3)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from guirl.accounting import history_tokens
 from guirl.actions.types import Action, ActionType
-from guirl.casc import (
+from guirl.analysis.accounting import history_tokens
+from guirl.methods.ccpo.casc import (
     CompressedObs,
     StepRecord,
     build_nao_history,

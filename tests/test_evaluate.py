@@ -12,9 +12,9 @@ import pytest
 from guirl.actions import Action
 from guirl.actions.formats import get_format
 from guirl.config import ConfigError, load_config
-from guirl.data.minigui import build_minigui_dataset
 from guirl.data.schema import Episode, Step, read_episodes
 from guirl.env.expert import solve
+from guirl.env.export import build_minigui_dataset
 from guirl.env.tasks import generate_tasks
 from guirl.evaluate import (
     PREDICTION_FIELDS,

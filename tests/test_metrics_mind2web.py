@@ -7,7 +7,7 @@ import math
 import pytest
 
 from guirl.actions.types import Action, ParseResult
-from guirl.metrics.coepg_data import DataSample, action_entropy_bits, diversity, purity
+from guirl.methods.coepg.data_quality import DataSample, action_entropy_bits, diversity, purity
 from guirl.metrics.mind2web import (
     Mind2WebStep,
     mind2web_metrics,

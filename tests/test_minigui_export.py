@@ -8,8 +8,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from guirl.data.minigui import GROUNDING_TYPES, MINIGUI_SPLITS, build_minigui_dataset, plan_splits
 from guirl.data.schema import read_episodes
+from guirl.env.export import GROUNDING_TYPES, MINIGUI_SPLITS, build_minigui_dataset, plan_splits
 from guirl.env.tasks import DEFAULT_HELDOUT_APP, DEFAULT_UNSEEN_TEMPLATES
 
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from guirl.actions import Action
 from guirl.actions.formats import get_format
 from guirl.config import load_config
-from guirl.data.minigui import build_minigui_dataset
 from guirl.data.schema import Episode, Step, read_episodes
+from guirl.env.export import build_minigui_dataset
 from guirl.prompts import (
     SYSTEM_PROMPTS,
     PromptSpec,

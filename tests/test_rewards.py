@@ -12,15 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guirl.actions.types import Action, ActionType, ParseResult
-from guirl.rewards import REWARDS, GroundTruth, RewardInputError, RewardResult, get_reward
-from guirl.rewards.agentcpm import agentcpm_reward
+from guirl.methods import REWARDS, get_reward
+from guirl.methods.agentcpm.reward import agentcpm_reward
+from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_reward
+from guirl.methods.ces.reward import CESConfig, ces_reward
+from guirl.methods.coepg.reward import (
+    CoEPGConfig,
+    coepg_plan_reward,
+    coepg_reward,
+    ensemble_weights,
+    grounding_confidence,
+)
+from guirl.methods.semi_online.reward import UIS1Config, uis1_reward
+from guirl.rewards import GroundTruth, RewardInputError, RewardResult
 from guirl.rewards.base import click_hit, distance_to_box, text_matches
-from guirl.rewards.ccpo import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_reward
-from guirl.rewards.ces import CESConfig, ces_reward
-from guirl.rewards.coepg import CoEPGConfig, coepg_plan_reward, coepg_reward, ensemble_weights, grounding_confidence
 from guirl.rewards.guir1 import guir1_reward
 from guirl.rewards.trl import as_trl_components, as_trl_reward, completion_text, format_parser
-from guirl.rewards.uis1 import UIS1Config, uis1_reward
 
 HYP = settings(max_examples=150, deadline=None)
 
@@ -442,7 +449,7 @@ class TestTRLAdapter:
         assert extra["ces/param"] == [1.0, 0.0, 0.0]
 
     def test_components_companion(self):
-        comp = as_trl_components(get_reward("uis1").fn, _parser())
+        comp = as_trl_components(get_reward("semi_online").fn, _parser())
         comps, kwargs = self.batch()
         out = comp(comps, **kwargs)
         assert out["exact"] == [1.0, 0.0, 0.0] and len(out["total"]) == 3

@@ -27,7 +27,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def minigui(tmp_path_factory) -> Path:
-    from guirl.data.minigui import build_minigui_dataset
+    from guirl.env.export import build_minigui_dataset
 
     out = tmp_path_factory.mktemp("minigui")
     build_minigui_dataset(out, n_tasks=8, seed=0, progress=False)

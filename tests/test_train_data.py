@@ -9,8 +9,8 @@ from PIL import Image
 
 from guirl.actions import Action
 from guirl.actions.formats import get_format
-from guirl.data.minigui import build_minigui_dataset
 from guirl.data.schema import Episode, Step, read_episodes
+from guirl.env.export import build_minigui_dataset
 from guirl.prompts import SYSTEM_PROMPTS, PromptSpec, episode_step_prompt, format_context
 from guirl.train.data import grounding_records, read_jsonl, sft_records, to_dataset
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import guirl.data.minigui as minigui
+import guirl.env.export as minigui
 from guirl.config import load_config
 from guirl.models import CheckpointNotFoundError, build_tiny_model
 from guirl.workflow import base_model_dir, minigui_dir

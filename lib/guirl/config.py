@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from guirl.paths import configs_dir, repo_root
+from guirl.paths import configs_dir, repo_root, resolve_repo_path
 
 __all__ = [
     "ConfigError",
@@ -135,12 +135,6 @@ def format_override(key: str, value: Any) -> str:
     if isinstance(value, str) and value.strip() == value and parse_scalar(value) == value and "\n" not in value:
         return f"{key}={value}"
     return f"{key}={json.dumps(value)}"
-
-
-def resolve_repo_path(path: str | Path) -> Path:
-    """An absolute path: ``path`` itself if absolute, else relative to the repository root."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else repo_root() / p
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 
 __all__ = [
     "repo_root",
+    "resolve_repo_path",
     "configs_dir",
     "notebooks_dir",
     "runs_dir",
@@ -49,6 +50,12 @@ def repo_root(start: Path | str | None = None) -> Path:
         f"no pyproject.toml above {here}; guirl must run from a checkout of the repository "
         "(install it with `make setup`, which runs `pip install -e .`)"
     )
+
+
+def resolve_repo_path(path: str | Path) -> Path:
+    """An absolute path: ``path`` itself if absolute, else relative to the repository root."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else repo_root() / p
 
 
 def _env_dir(var: str, default: Path) -> Path:

@@ -28,7 +28,7 @@ def minigui_dir(cfg: Config, *, n_tasks: int | None = None, progress: bool = Tru
     first builds it and the other reuses it. ``n_tasks`` defaults to
     ``data.n_train_tasks + data.n_test_tasks``.
     """
-    from guirl.data.minigui import build_minigui_dataset
+    from guirl.env.export import build_minigui_dataset
 
     out = data_dir(cfg.profile) / "minigui"
     total = n_tasks or cfg.data.n_train_tasks + cfg.data.n_test_tasks

@@ -2,7 +2,6 @@
 
 from guirl.actions.coords import CoordSpace
 from guirl.actions.formats import FORMAT_NAMES, ActionFormat, FormatContext, get_format
-from guirl.actions.mapping import to_unified, try_to_unified
 from guirl.actions.types import (
     COORDINATE_TYPES,
     TEXT_TYPES,
@@ -24,6 +23,4 @@ __all__ = [
     "FormatContext",
     "FORMAT_NAMES",
     "get_format",
-    "to_unified",
-    "try_to_unified",
 ]

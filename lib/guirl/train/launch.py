@@ -13,10 +13,16 @@ import subprocess
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guirl.config import Config, resolve_repo_path
+from guirl.paths import resolve_repo_path
 from guirl.train.sft import RESULT_FILE
+
+if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes are read here
+    from guirl.config import Config
+
+#: The entry module of supervised stages (grounding, sft).
+SFT_ENTRY = "guirl.stages.sft"
 
 
 class TrainingFailed(RuntimeError):
@@ -24,9 +30,18 @@ class TrainingFailed(RuntimeError):
 
 
 def accelerate_command(
-    cfg: Config, config_path: Path, stage: str, data_dir: Path, base_model: Path, output_dir: Path
+    cfg: Config,
+    config_path: Path,
+    stage: str,
+    data_dir: Path,
+    base_model: Path,
+    output_dir: Path,
+    *,
+    entry: str = SFT_ENTRY,
 ) -> list[str]:
-    """The ``accelerate launch`` command line of one stage (a list for ``subprocess``)."""
+    """The ``accelerate launch`` command line of one stage (a list for ``subprocess``): ``entry``
+    is the module run with ``-m`` (it takes ``--config --stage --data-dir --base-model
+    --output-dir``)."""
     return [
         sys.executable,
         "-m",
@@ -36,7 +51,7 @@ def accelerate_command(
         "--num_processes",
         str(cfg.runtime.num_processes),
         "-m",
-        "guirl.train.sft",
+        entry,
         "--config",
         str(config_path),
         "--stage",
@@ -57,10 +72,14 @@ def run_stage(
     data_dir: Path,
     base_model: Path,
     output_dir: Path,
+    entry: str = SFT_ENTRY,
     echo: bool = True,
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
+
+    ``entry`` is the stage's command-line module (:data:`SFT_ENTRY` for grounding and SFT; an RL
+    method passes its own), so every stage launches the same way.
 
     The resolved config is saved to ``<output_dir>/config.yaml`` and passed to the subprocess,
     so the subprocess trains with exactly the notebook's configuration. A stage whose
@@ -73,7 +92,7 @@ def run_stage(
         return json.loads(done.read_text())
     output_dir.mkdir(parents=True, exist_ok=True)
     config_path = cfg.save(output_dir / "config.yaml")
-    cmd = accelerate_command(cfg, config_path, stage, Path(data_dir), Path(base_model), output_dir)
+    cmd = accelerate_command(cfg, config_path, stage, Path(data_dir), Path(base_model), output_dir, entry=entry)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:

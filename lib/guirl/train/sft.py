@@ -1,6 +1,9 @@
-"""Training entry point run by ``accelerate launch`` (never inside a notebook kernel).
+"""Supervised training stages (grounding pre-training and SFT) with TRL's ``SFTTrainer``.
 
-    accelerate launch --config_file configs/accelerate/cpu.yaml -m guirl.train.sft \\
+The command-line entry that ``accelerate launch`` runs is :mod:`guirl.stages.sft` (it loads the
+resolved config and calls :func:`train`); this module never runs inside a notebook kernel.
+
+    accelerate launch --config_file configs/accelerate/cpu.yaml -m guirl.stages.sft \\
         --config runs/tiny/01_sft/config.yaml --stage sft --data-dir data/tiny/minigui \\
         --base-model <folder> --output-dir runs/tiny/01_sft/sft
 
@@ -20,13 +23,15 @@ rerun resumes from the last one. When training ends the result is saved to
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guirl.config import Config, load_config, resolve_repo_path
+from guirl.paths import resolve_repo_path
+
+if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
+    from guirl.config import Config
 
 RESULT_FILE = "result.json"
 FINAL_DIR = "final"
@@ -172,20 +177,3 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
         tmp.write_text(json.dumps(result, indent=1, default=str))
         tmp.rename(done)
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", required=True, help="resolved config yaml (written by the notebook)")
-    p.add_argument("--stage", required=True, choices=["grounding", "sft"])
-    p.add_argument("--data-dir", required=True, type=Path)
-    p.add_argument("--base-model", required=True, type=Path)
-    p.add_argument("--output-dir", required=True, type=Path)
-    a = p.parse_args(argv)
-    cfg = load_config(a.config)
-    train(cfg, a.stage, a.data_dir, a.base_model, a.output_dir)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

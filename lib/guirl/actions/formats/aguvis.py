@@ -11,7 +11,7 @@ the output): ``pyautogui.click(x=0.5, y=0.3)``, ``pyautogui.write(message='...')
 * Coordinates: floats in [0, 1], written with 4 decimals.
 * ``scroll(page=v)``: mouse-wheel semantics, i.e. **content** convention: ``v > 0`` -> up,
   ``v < 0`` -> down; ``hscroll``: ``v > 0`` -> right, ``v < 0`` -> left. (AgentCPM-GUI maps
-  ``v > 0`` to its finger ``to: "up"`` without reversal; see :mod:`guirl.actions.mapping`.)
+  ``v > 0`` to its finger ``to: "up"`` without reversal; see :mod:`guirl.methods.agentcpm.mapping`.)
   ``mobile.swipe`` is a finger gesture.
 * ``mobile.wait(seconds=s)`` -> duration ``s*1000`` ms.
 * A "Thought: ..." line before the code is returned as the thought.

@@ -10,7 +10,7 @@ Conventions (sources): the OS-Atlas-Pro action prompt reproduced in AgentCPM-GUI
   ``os_atlas_2minicpm`` copies them into ``POINT`` unchanged).
 * ``SCROLL`` direction: **content** convention (OS-Atlas' mobile data is AndroidControl-derived;
   AgentCPM-GUI reverses it for the AndroidControl-low setting -- see
-  :mod:`guirl.actions.mapping` for its exact, setting-dependent rule).
+  :mod:`guirl.methods.agentcpm.mapping` for its exact, setting-dependent rule).
 * ``TYPE [text]``: the text is everything between the first ``[`` and the last ``]``.
 * No long-press duration; no terminate-fail (``IMPOSSIBLE`` in the prompt is a typo for WAIT).
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -48,18 +49,30 @@ from guirl.env.tasks import (
 MINIGUI_SPLITS: tuple[str, ...] = ("train", "test_in_domain", "test_unseen_task", "test_unseen_app")
 GROUNDING_TYPES: tuple[str, ...] = ("text_to_point", "function_to_point", "box_to_text")
 #: Roles whose label is drawn as visible text (usable for text-to-point and box-to-text).
-_TEXT_ROLES = frozenset({"icon", "list_item", "button", "input", "toggle", "menu_item", "card", "title", "bubble", "text"})
+_TEXT_ROLES = frozenset(
+    {"icon", "list_item", "button", "input", "toggle", "menu_item", "card", "title", "bubble", "text"}
+)
 _PNG_KW: dict[str, Any] = {"format": "PNG", "optimize": False, "compress_level": 6}
 
 __all__ = [
-    "GROUNDING_TYPES", "MINIGUI_SPLITS", "build_minigui_dataset", "grounding_samples", "plan_splits",
+    "GROUNDING_TYPES",
+    "MINIGUI_SPLITS",
+    "build_minigui_dataset",
+    "grounding_samples",
+    "plan_splits",
     "render_with_boxes",
 ]
 
 
-def plan_splits(n_tasks: int, seed: int, test_fraction: float = 0.1, unseen_task_fraction: float = 0.1,
-                unseen_app_fraction: float = 0.1, heldout_app: str = DEFAULT_HELDOUT_APP,
-                unseen_templates: Sequence[str] = DEFAULT_UNSEEN_TEMPLATES) -> dict[str, list[Task]]:
+def plan_splits(
+    n_tasks: int,
+    seed: int,
+    test_fraction: float = 0.1,
+    unseen_task_fraction: float = 0.1,
+    unseen_app_fraction: float = 0.1,
+    heldout_app: str = DEFAULT_HELDOUT_APP,
+    unseen_templates: Sequence[str] = DEFAULT_UNSEEN_TEMPLATES,
+) -> dict[str, list[Task]]:
     """Tasks per split, deterministic in ``seed``.
 
     ``test_unseen_app`` uses only templates touching ``heldout_app``; ``test_unseen_task`` only
@@ -78,22 +91,29 @@ def plan_splits(n_tasks: int, seed: int, test_fraction: float = 0.1, unseen_task
         raise ValueError(f"n_tasks={n_tasks} leaves no training task with these fractions")
     app_templates = [t for t in templates_for() if heldout_app in TEMPLATES[t].apps]
     if n_ua and not app_templates:
-        raise ValueError(f"heldout_app {heldout_app!r} has no templates; apps: {sorted({a for t in TEMPLATES.values() for a in t.apps})}")
-    seen = generate_tasks(n_train + n_in, seed, exclude_apps=[heldout_app], exclude_templates=unseen_templates,
-                          prefix="mg")
+        raise ValueError(
+            f"heldout_app {heldout_app!r} has no templates; apps: {sorted({a for t in TEMPLATES.values() for a in t.apps})}"
+        )
+    seen = generate_tasks(
+        n_train + n_in, seed, exclude_apps=[heldout_app], exclude_templates=unseen_templates, prefix="mg"
+    )
     random.Random(f"split-{seed}").shuffle(seen)
     out = {
         "train": sorted(seen[n_in:], key=lambda t: t.task_id),
         "test_in_domain": sorted(seen[:n_in], key=lambda t: t.task_id),
-        "test_unseen_task": generate_tasks(n_ut, seed, template_ids=unseen_templates, exclude_apps=[heldout_app],
-                                           prefix="mg-ut") if n_ut else [],
+        "test_unseen_task": generate_tasks(
+            n_ut, seed, template_ids=unseen_templates, exclude_apps=[heldout_app], prefix="mg-ut"
+        )
+        if n_ut
+        else [],
         "test_unseen_app": generate_tasks(n_ua, seed, template_ids=app_templates, prefix="mg-ua") if n_ua else [],
     }
     return out
 
 
-def grounding_samples(traj: Trajectory, image_paths: Sequence[str], rng: random.Random,
-                      per_screen: int = 3) -> list[dict[str, Any]]:
+def grounding_samples(
+    traj: Trajectory, image_paths: Sequence[str], rng: random.Random, per_screen: int = 3
+) -> list[dict[str, Any]]:
     """Up to ``per_screen`` grounding samples per recorded screen, cycling the three types."""
     rows: list[dict[str, Any]] = []
     for i, (s, img) in enumerate(zip(traj.steps, image_paths)):
@@ -116,7 +136,9 @@ def grounding_samples(traj: Trajectory, image_paths: Sequence[str], rng: random.
             cx, cy = round((e.box[0] + e.box[2]) / 2, 3), round((e.box[1] + e.box[3]) / 2, 3)
             box = [round(v, 3) for v in e.box]
             if kind == "text_to_point":
-                q = rng.choice(["Where is '{}'?", "Point to '{}' on the screen.", "Find the element '{}'."]).format(e.label)
+                q = rng.choice(["Where is '{}'?", "Point to '{}' on the screen.", "Find the element '{}'."]).format(
+                    e.label
+                )
                 ans, pt = json.dumps([cx, cy]), [cx, cy]
             elif kind == "function_to_point":
                 q = f"Which element {s.functions[e.element_id]}?"
@@ -124,17 +146,37 @@ def grounding_samples(traj: Trajectory, image_paths: Sequence[str], rng: random.
             else:
                 q = f"What does the element at {json.dumps(box)} say?"
                 ans, pt = e.label, None
-            rows.append({
-                "id": f"{traj.task.task_id}-{i:02d}-{k}", "image": img, "width": 0, "height": 0, "type": kind,
-                "question": q, "answer": ans, "point": pt, "box": box, "element_id": e.element_id,
-                "episode_id": traj.task.task_id, "step_id": i,
-            })
+            rows.append(
+                {
+                    "id": f"{traj.task.task_id}-{i:02d}-{k}",
+                    "image": img,
+                    "width": 0,
+                    "height": 0,
+                    "type": kind,
+                    "question": q,
+                    "answer": ans,
+                    "point": pt,
+                    "box": box,
+                    "element_id": e.element_id,
+                    "episode_id": traj.task.task_id,
+                    "step_id": i,
+                }
+            )
     return rows
 
 
-def _export_split(name: str, tasks: Iterable[Task], root: Path, width: int, height: int, expert_seed: int,
-                  progress: bool, grounding: list[dict[str, Any]] | None, g_rng: random.Random,
-                  per_screen: int) -> tuple[Path, int, int]:
+def _export_split(
+    name: str,
+    tasks: Iterable[Task],
+    root: Path,
+    width: int,
+    height: int,
+    expert_seed: int,
+    progress: bool,
+    grounding: list[dict[str, Any]] | None,
+    g_rng: random.Random,
+    per_screen: int,
+) -> tuple[Path, int, int]:
     split_dir = root / name
     (split_dir / "images").mkdir(parents=True, exist_ok=True)
     env = MiniGUIEnv(width=width, height=height, render=True)
@@ -191,16 +233,26 @@ def build_minigui_dataset(
     """
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    plan = plan_splits(n_tasks, seed, test_fraction, unseen_task_fraction, unseen_app_fraction, heldout_app,
-                       unseen_templates)
+    plan = plan_splits(
+        n_tasks, seed, test_fraction, unseen_task_fraction, unseen_app_fraction, heldout_app, unseen_templates
+    )
     es = seed if expert_seed is None else expert_seed
     grounding: list[dict[str, Any]] = []
     out: dict[str, Path] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in MINIGUI_SPLITS:
         path, n_ep, n_st = _export_split(
-            name, plan[name], root, width, height, es, progress,
-            grounding if name == "train" else None, random.Random(f"grounding-{seed}"), grounding_per_screen)
+            name,
+            plan[name],
+            root,
+            width,
+            height,
+            es,
+            progress,
+            grounding if name == "train" else None,
+            random.Random(f"grounding-{seed}"),
+            grounding_per_screen,
+        )
         out[name] = path
         counts[name] = {"episodes": n_ep, "steps": n_st}
     gpath = root / "grounding_train.jsonl"
@@ -209,11 +261,20 @@ def build_minigui_dataset(
             f.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
     out["grounding"] = gpath
     manifest = {
-        "source": "minigui", "n_tasks": n_tasks, "seed": seed, "expert_seed": es, "width": width, "height": height,
-        "test_fraction": test_fraction, "unseen_task_fraction": unseen_task_fraction,
-        "unseen_app_fraction": unseen_app_fraction, "heldout_app": heldout_app,
-        "unseen_templates": list(unseen_templates), "grounding_per_screen": grounding_per_screen,
-        "counts": counts, "grounding_samples": len(grounding),
+        "source": "minigui",
+        "n_tasks": n_tasks,
+        "seed": seed,
+        "expert_seed": es,
+        "width": width,
+        "height": height,
+        "test_fraction": test_fraction,
+        "unseen_task_fraction": unseen_task_fraction,
+        "unseen_app_fraction": unseen_app_fraction,
+        "heldout_app": heldout_app,
+        "unseen_templates": list(unseen_templates),
+        "grounding_per_screen": grounding_per_screen,
+        "counts": counts,
+        "grounding_samples": len(grounding),
         "templates": {k: sorted({t.template_id for t in v}) for k, v in plan.items()},
     }
     mpath = root / "manifest.json"

@@ -1,0 +1,84 @@
+"""Methods by paper: one folder per paper, one :class:`~guirl.methods.registry.Method` record each.
+
+>>> import guirl.methods as m
+>>> m.names()
+['agentcpm', 'androidlong', 'ccpo', 'ces', 'coepg', 'semi_online']
+
+Shared kernels (``actions``, ``matching``, ``metrics``, ``rewards``, ``rl``, ``rollout``,
+``train``, ``env``, ``data``, ``models``, ``analysis``, ``prompts``) never import this package;
+a method never imports another method. The config schema, the runner and the notebooks read the
+registry here. ``docs/architecture.md`` describes the layers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from typing import Any
+
+from guirl.methods.registry import Method
+from guirl.rewards import KERNEL_REWARDS
+from guirl.rewards.base import RewardSpec
+
+__all__ = ["Method", "METHODS", "REWARDS", "get", "names", "all_methods", "get_reward", "reward_names"]
+
+#: The method folders. Each is imported on first use of the registry (never at ``import
+#: guirl.methods``), so that importing one method loads no other.
+_MODULES: tuple[str, ...] = ("agentcpm", "androidlong", "ccpo", "ces", "coepg", "semi_online")
+
+
+@cache
+def _methods() -> dict[str, Method]:
+    out: dict[str, Method] = {}
+    for name in _MODULES:
+        method = importlib.import_module(f"guirl.methods.{name}").METHOD
+        if method.name != name:
+            raise RuntimeError(f"guirl/methods/{name}/__init__.py: METHOD.name is {method.name!r}, expected {name!r}")
+        out[name] = method
+    return out
+
+
+@cache
+def _rewards() -> dict[str, RewardSpec]:
+    return {**{m.name: m.reward for m in _methods().values() if m.reward is not None}, **KERNEL_REWARDS}
+
+
+def __getattr__(name: str) -> Any:
+    """``METHODS`` (name -> :class:`Method`) and ``REWARDS`` (every selectable reward: the methods'
+    rewards keyed by method name, plus the kernel baselines of :data:`guirl.rewards.KERNEL_REWARDS`)."""
+    if name == "METHODS":
+        return dict(_methods())
+    if name == "REWARDS":
+        return dict(_rewards())
+    raise AttributeError(f"module 'guirl.methods' has no attribute {name!r}")
+
+
+def names() -> list[str]:
+    """The registered method names, sorted."""
+    return sorted(_MODULES)
+
+
+def all_methods() -> list[Method]:
+    """The registered methods, sorted by name."""
+    return [_methods()[n] for n in names()]
+
+
+def get(name: str) -> Method:
+    """The method called ``name``; a ``KeyError`` naming the known ones otherwise."""
+    try:
+        return _methods()[name]
+    except KeyError:
+        raise KeyError(f"unknown method {name!r}; known methods: {', '.join(names())}") from None
+
+
+def reward_names() -> list[str]:
+    """Every selectable reward name, sorted."""
+    return sorted(_rewards())
+
+
+def get_reward(name: str) -> RewardSpec:
+    """The reward called ``name`` (a method's or a kernel baseline's)."""
+    try:
+        return _rewards()[name]
+    except KeyError:
+        raise KeyError(f"unknown reward {name!r}; known rewards: {', '.join(reward_names())}") from None

@@ -1,0 +1,26 @@
+"""AndroidLong: long looping Android tasks (supplementary material only).
+
+Online evaluation of long tasks with state-checked subgoals (Task SR, Subgoal SR, mean and
+standard deviation over three runs of the same tasks, :mod:`guirl.metrics.androidlong`), and
+memory carried in the model's reasoning. The paper scores whole episodes, not steps, so the
+method has no step protocol."""
+
+from __future__ import annotations
+
+from guirl.methods.registry import Method
+
+METHOD = Method(
+    name="androidlong",
+    paper="AndroidLong",
+    title="AndroidLong: LLM-based Android Agents Struggle with Long Looping Tasks",
+    reference="supplementary material",
+    paper_file="002_f09264aa1c1e4be8.txt",
+    output_format="androidlong",
+    system_prompt=None,
+    eval_protocol=None,
+    reward=None,
+    notebooks=("07_agentcpm_androidlong",),
+    summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning",
+)
+
+__all__ = ["METHOD"]

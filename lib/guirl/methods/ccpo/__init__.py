@@ -1,0 +1,29 @@
+"""CCPO: Coordinate Compression Policy Optimization (Song et al., 2026, arXiv 2601.11631).
+
+Multi-turn semi-online RL whose history screenshots are cropped to the region that the rollouts'
+and the annotation's coordinates agree on (CASC, :mod:`guirl.methods.ccpo.casc`), with a
+distance-based coordinate reward (CCPO eqs. 11-13, :mod:`guirl.methods.ccpo.reward`)."""
+
+from __future__ import annotations
+
+from guirl.methods.ccpo.reward import CCPOConfig, ccpo_reward
+from guirl.methods.registry import Method
+from guirl.rewards.base import RewardSpec
+
+METHOD = Method(
+    name="ccpo",
+    paper="CCPO",
+    title="Compress to Focus: Efficient Coordinate Compression for Policy Optimization in Multi-Turn GUI Agents",
+    reference="arXiv 2601.11631",
+    paper_file="000_e57e800ca0795f95.txt",
+    output_format="ccpo",
+    system_prompt="ccpo",
+    eval_protocol="ccpo",
+    reward=RewardSpec(
+        "ccpo", ccpo_reward, CCPOConfig, 0.0, CCPOConfig().high, "CCPO eqs. 11-13 (distance-based reward)"
+    ),
+    notebooks=("02_ccpo_rl",),
+    summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",
+)
+
+__all__ = ["METHOD"]

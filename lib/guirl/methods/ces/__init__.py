@@ -1,0 +1,27 @@
+"""CES: Coordinator - frozen Executor - State Tracker (Deng et al., arXiv 2511.22235).
+
+An RL-trained high-level Coordinator and State Tracker schedule a frozen low-level Executor on
+long-horizon tasks; the reward scores the Executor's action (execution feedback,
+:mod:`guirl.methods.ces.reward`); training is staged."""
+
+from __future__ import annotations
+
+from guirl.methods.ces.reward import CESConfig, ces_reward
+from guirl.methods.registry import Method
+from guirl.rewards.base import RewardSpec
+
+METHOD = Method(
+    name="ces",
+    paper="CES",
+    title="Training High-Level Schedulers with Execution-Feedback Reinforcement Learning for Long-Horizon GUI Automation",
+    reference="arXiv 2511.22235",
+    paper_file="004_cf203a0f45073600.txt",
+    output_format="ces_executor",
+    system_prompt=None,
+    eval_protocol="ces",
+    reward=RewardSpec("ces", ces_reward, CESConfig, 0.0, CESConfig().high, "CES Sec. 3 (execution-feedback reward)"),
+    notebooks=("04_ces_staged_rl",),
+    summary="coordinator / state tracker trained with execution feedback from a frozen executor",
+)
+
+__all__ = ["METHOD"]

@@ -1,0 +1,61 @@
+"""The :class:`Method` record: what binds one paper to the shared kernels.
+
+A method folder (``guirl/methods/<name>/``) holds only what that paper uses (its reward, its
+algorithms such as CCPO's CASC or Co-EPG's C-DREM, its config section) and exports one
+``METHOD`` record. The record names, as data, which shared pieces the paper trains and evaluates
+with: the output format (:mod:`guirl.actions.formats`), the system prompt (:mod:`guirl.prompts`),
+the evaluation protocol (:mod:`guirl.metrics.protocols`) and the reward. Kernels never import a
+method; methods never import each other (``tests/test_layout.py``); notebooks, the runner and the
+config schema read the registry in :mod:`guirl.methods`.
+
+This module is imported by every method, so it imports nothing from ``guirl.methods``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from guirl.rewards.base import RewardSpec
+
+__all__ = ["Method"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One paper's binding to the shared kernels.
+
+    Attributes:
+        name: registry key and the name of the method's config section (``cfg.<name>``).
+        paper: short paper name used in citations (``"CCPO"``, ``"Co-EPG"``, ...).
+        title: the paper's title.
+        reference: arXiv id or venue (``"arXiv 2601.11631"``).
+        paper_file: file name of the paper's full text (the plain-text extraction the project
+            works from; ``docs/papers.md`` says which file is which paper).
+        output_format: the :mod:`guirl.actions.formats` name the policy writes.
+        system_prompt: the :data:`guirl.prompts.SYSTEM_PROMPTS` key trained and evaluated with
+            (``None``: the paper's prompt is not in the repository yet).
+        eval_protocol: the :mod:`guirl.metrics.protocols` name the paper's step tables are scored with
+            (``None`` for a paper that scores whole episodes online, like AndroidLong).
+        reward: the RL reward (``None`` for a method without RL).
+        reward_rules: the matching rule set (:mod:`guirl.matching`) the reward trains with, when
+            it differs from the evaluation protocol's (``None``: same as ``eval_protocol``).
+        config_section: the pydantic model of ``cfg.<name>`` (``None``: no section yet).
+        notebooks: the notebooks that run the method.
+        summary: one line for listings.
+    """
+
+    name: str
+    paper: str
+    title: str
+    reference: str
+    paper_file: str
+    output_format: str
+    system_prompt: str | None
+    eval_protocol: str | None
+    reward: RewardSpec | None = None
+    reward_rules: str | None = None
+    config_section: type | None = None
+    notebooks: tuple[str, ...] = ()
+    summary: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,31 @@
+"""Semi-online RL (SO-RL), the UI-S1 baseline as CCPO runs it (CCPO Sec. 4.2, App. A.1.2, Table 8).
+
+Rollouts over recorded trajectories with the model's own outputs as history, a mismatch patched
+with the annotated action up to the patch threshold, discounted step returns and step- plus
+episode-level group advantages. The UI-S1 paper itself is not among the five papers; CCPO's
+description and Table 8 are the source. Shared rollout and return kernels live in
+:mod:`guirl.rl.semi_online`; this folder holds the UI-S1 reward."""
+
+from __future__ import annotations
+
+from guirl.methods.registry import Method
+from guirl.methods.semi_online.reward import UIS1Config, uis1_reward
+from guirl.rewards.base import RewardSpec
+
+METHOD = Method(
+    name="semi_online",
+    paper="UI-S1 (via CCPO)",
+    title="UI-S1: Advancing GUI Automation via Semi-online Reinforcement Learning (the CCPO baseline)",
+    reference="arXiv 2509.11543",
+    paper_file="000_e57e800ca0795f95.txt",
+    output_format="ccpo",
+    system_prompt="ccpo",
+    eval_protocol="ccpo",
+    reward=RewardSpec(
+        "semi_online", uis1_reward, UIS1Config, 0.0, UIS1Config().high, "UI-S1 arXiv 2509.11543, as used by CCPO"
+    ),
+    notebooks=("02_ccpo_rl",),
+    summary="semi-online RL baseline (UI-S1) with patched rollouts and discounted step returns",
+)
+
+__all__ = ["METHOD"]
