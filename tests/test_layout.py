@@ -24,7 +24,7 @@ import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "guirl"
 
-BASE = {"paths", "geometry", "imaging", "textmatch"}
+BASE = {"paths", "geometry", "imaging", "textmatch", "configbase"}
 KERNELS = {
     "actions",
     "matching",

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from guirl.configbase import Section
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 
 __all__ = [
@@ -139,8 +140,7 @@ def format_override(key: str, value: Any) -> str:
 
 # --------------------------------------------------------------------------------------------
 # Sections
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+_Section = Section
 
 
 class ModelConfig(_Section):
