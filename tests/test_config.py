@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pydantic import Field
 
 from conftest import PYTHON, REPO, make_notebook, runner_env, written_outputs
 from guirl import paths
@@ -354,3 +356,351 @@ def test_cache_dir_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_profile_dirs_reject_bad_names(bad: str) -> None:
     with pytest.raises(ValueError):
         paths.runs_dir(bad)
+
+
+# ---------------------------------------------------------------------------------- registries
+# Allowed values come from the registries themselves; these lists are read from the registries'
+# own modules here, never through guirl.config, so that a drift between the two fails.
+def _registry_cases() -> list[tuple[str, str]]:
+    import guirl.methods
+    from guirl.actions.formats import FORMAT_NAMES
+    from guirl.data.loaders import LOADERS
+    from guirl.metrics.protocols import PROTOCOLS
+
+    cases = [("sft.output_format", name) for name in FORMAT_NAMES]
+    cases += [("eval.protocol", name) for name in PROTOCOLS]
+    cases += [("data.source", name) for name in ("minigui", *LOADERS)]
+    assert len(FORMAT_NAMES) == 12 and {"coepg", "mind2web", "aitz", "agentcpm_androidcontrol"} <= set(PROTOCOLS)
+    assert guirl.methods.reward_names()  # the rewards are enumerated through a method section below
+    return cases
+
+
+@pytest.mark.parametrize("key, name", _registry_cases(), ids=lambda x: str(x))
+def test_every_registered_name_is_selectable(key: str, name: str) -> None:
+    cfg = load_config("tiny", overrides=[f"{key}={name}", "data.path=data/anything"])
+    assert cfg.to_flat()[key] == name
+
+
+def test_schema_marks_the_registry_keys() -> None:
+    from guirl.config import registered_fields
+
+    assert registered_fields() == {
+        "data.source": "data_source",
+        "sft.output_format": "format",
+        "eval.protocol": "protocol",
+    }
+
+
+@pytest.mark.parametrize(
+    "key, bad, hint",
+    [
+        ("sft.output_format", "ccpoo", "did you mean 'ccpo'?"),  # a typo of a registered format
+        ("eval.protocol", "mind2webb", "did you mean 'mind2web'?"),  # a typo of a registered protocol
+        ("data.source", "androidcontrl", "did you mean 'androidcontrol'?"),  # a typo of a loader
+        ("eval.protocol", "magic", "registered evaluation protocols"),  # nothing close: the whole list
+    ],
+)
+def test_unregistered_name_is_rejected_with_a_fix(key: str, bad: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", overrides=[f"{key}={bad}", "data.path=data/x"])
+    message = str(err.value)
+    assert message.startswith(f"override {key}={bad}: {key}: '{bad}' is not registered; "), message
+    assert hint in message and "\n" not in message
+
+
+# ---------------------------------------------------------------------------------- method sections
+def _toy_schema(section: type | None = None):
+    """A schema whose 'ccpo' method carries a section defined here (the shipped methods have none)."""
+    import dataclasses
+    from typing import Annotated
+
+    import guirl.methods
+    from guirl.config import config_class
+    from guirl.configbase import Registered, Section
+
+    class ToySection(Section):
+        """A method section as a method's __init__.py would declare it."""
+
+        kl_coef: float = Field(default=0.04, ge=0)
+        group_size: int = 8
+        reward: Annotated[str, Registered("reward")] = "ccpo"
+        judge_format: Annotated[str | None, Registered("format")] = None
+
+    methods = [
+        dataclasses.replace(m, config_section=section or ToySection) if m.name == "ccpo" else m
+        for m in guirl.methods.all_methods()
+    ]
+    return config_class(methods)
+
+
+def test_every_method_has_a_section_exactly_when_it_declares_one() -> None:
+    import guirl.methods
+
+    for method in guirl.methods.all_methods():
+        assert (method.name in Config.model_fields) == (method.config_section is not None), method.name
+    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime"}
+    assert set(Config.model_fields) - kernel <= set(guirl.methods.names())
+
+
+def test_method_section_is_added_and_optional(tmp_path: Path) -> None:
+    from guirl.config import registered_fields
+
+    schema = _toy_schema()
+    assert "ccpo" in schema.model_fields and "ces" not in schema.model_fields
+    plain = load_config("tiny", schema=schema)
+    assert plain.ccpo is None  # optional: absent unless a file or override sets it
+    with pytest.raises(ConfigError, match=re.escape("config: ccpo: section not set; add `ccpo: {}`")):
+        plain.method_section("ccpo")
+    with pytest.raises(ConfigError, match="no config section for method 'ces'"):
+        plain.method_section("ces")
+    cfg = load_config("tiny", overrides={"ccpo": {}}, schema=schema)  # `ccpo: {}`: the defaults
+    assert cfg.method_section("ccpo").kl_coef == 0.04 and cfg.ccpo.reward == "ccpo"
+    cfg = load_config("tiny", overrides=["ccpo.kl_coef=0.1", "ccpo.judge_format=uitars"], schema=schema)
+    assert cfg.ccpo.kl_coef == 0.1 and cfg.ccpo.judge_format == "uitars" and cfg.ccpo.group_size == 8
+    assert registered_fields(schema)["ccpo.reward"] == "reward"
+    assert load_config(cfg.save(tmp_path / "c.yaml"), schema=schema) == cfg  # saved and loaded back
+
+
+def test_method_section_rewards_enumerate_the_reward_registry() -> None:
+    import guirl.methods
+
+    schema = _toy_schema()
+    for name in guirl.methods.reward_names():  # every registered reward is selectable
+        assert load_config("tiny", overrides=[f"ccpo.reward={name}"], schema=schema).ccpo.reward == name
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", overrides=["ccpo.reward=ccp"], schema=schema)
+    assert str(err.value).startswith("override ccpo.reward=ccp: ccpo.reward: 'ccp' is not registered; did you mean")
+    assert "registered rewards" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "override, key, hint",
+    [
+        ("ccpo.kl_coeff=0.1", "ccpo.kl_coeff", "did you mean 'ccpo.kl_coef'?"),  # a typo in a method section
+        ("ccpo.kl_coef=-1", "ccpo.kl_coef", "greater than or equal to 0"),  # a bound of the section
+        ("ccpo.judge_format=nope", "ccpo.judge_format", "registered output formats"),  # optional registered field
+    ],
+)
+def test_method_section_errors_name_the_key(override: str, key: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", overrides=[override], schema=_toy_schema())
+    assert err.value.key == key and str(err.value).startswith(f"override {override}: {key}: ")
+    assert hint in str(err.value)
+
+
+def test_method_section_config_pickles() -> None:
+    import pickle
+
+    cfg = load_config("tiny", overrides={"ccpo": {"reward": "guir1"}}, schema=_toy_schema())
+    assert pickle.loads(pickle.dumps(cfg.ccpo)) == cfg.ccpo
+
+
+@pytest.mark.parametrize(
+    "section, match",
+    [
+        (dict, "must be a subclass of guirl.configbase.Section"),  # not a section class
+        ("eval", "clashes with the config key"),  # a method named like a kernel section
+    ],
+)
+def test_bad_method_sections_are_rejected(section, match: str) -> None:
+    import dataclasses
+
+    import guirl.methods
+    from guirl.config import config_class
+    from guirl.configbase import Section
+
+    method = guirl.methods.get("ccpo")
+    if section == "eval":
+        method = dataclasses.replace(method, name="eval", config_section=Section)
+    else:
+        method = dataclasses.replace(method, config_section=section)
+    with pytest.raises(TypeError, match=match):
+        config_class([method])
+
+
+def test_registered_marker_needs_a_known_registry_and_a_string() -> None:
+    from typing import Annotated
+
+    from guirl.config import resolve_section
+    from guirl.configbase import Registered, Section
+
+    with pytest.raises(ValueError, match="unknown registry"):
+        Registered("optimizer")
+
+    class Bad(Section):
+        n: Annotated[int, Registered("format")] = 0
+
+    with pytest.raises(TypeError, match="needs a str field"):
+        resolve_section(Bad)
+
+
+# ---------------------------------------------------------------------------------- overlays
+def test_smoke_overlay_shrinks_budgets_only() -> None:
+    full, smoke = load_config("tiny"), load_config("tiny", overlays=["smoke"])
+    assert (smoke.sft.max_steps, smoke.grounding.max_steps, smoke.eval.n_seeds) == (2, 2, 1)
+    assert (smoke.data.n_train_tasks, smoke.data.n_test_tasks) == (6, 12)
+    changed = {k.split(".")[0] for k, v in smoke.to_flat().items() if full.to_flat()[k] != v}
+    assert changed == {"data", "grounding", "sft", "eval"}
+    assert smoke.model == full.model and smoke.sft.learning_rate == full.sft.learning_rate
+
+
+def test_merge_order_with_overlays(tmp_path: Path) -> None:
+    exp = write_yaml(tmp_path / "exp.yaml", {"seed": 5, "eval": {"n_seeds": 4, "n_tasks": 3}})
+    ov1 = write_yaml(tmp_path / "ov1.yaml", {"eval": {"n_seeds": 2, "max_turns": 7}})
+    ov2 = write_yaml(tmp_path / "ov2.yaml", {"eval": {"max_turns": 9}})
+    cfg = load_config("tiny", exp, ["eval.n_tasks=1", "eval.max_turns=11"], overlays=[ov1, ov2])
+    assert cfg.seed == 5  # experiment beats profile
+    assert cfg.eval.n_seeds == 2  # overlay beats experiment
+    assert cfg.eval.n_tasks == 1 and cfg.eval.max_turns == 11  # overrides beat overlays
+    assert load_config("tiny", exp, overlays=[ov1, ov2]).eval.max_turns == 9  # later overlay wins
+
+
+@pytest.mark.parametrize(
+    "make, file, key, hint",
+    [
+        # a bad value in an overlay names the overlay file
+        (
+            lambda t: dict(overlays=[write_yaml(t / "ov.yaml", {"sft": {"max_steps": 0}})]),
+            "ov.yaml",
+            "sft.max_steps",
+            "greater than",
+        ),
+        # a typo in an overlay
+        (
+            lambda t: dict(overlays=[write_yaml(t / "ov.yaml", {"eval": {"n_seed": 1}})]),
+            "ov.yaml",
+            "eval.n_seed",
+            "did you mean 'eval.n_seeds'",
+        ),
+        # an overlay cannot pick the profile
+        (
+            lambda t: dict(overlays=[write_yaml(t / "ov.yaml", {"profile": "x"})]),
+            "ov.yaml",
+            "profile",
+            "cannot set the profile",
+        ),
+        # an overlay name that does not exist
+        (lambda t: dict(overlays=["smok"]), "configs/overlays/smok.yaml", "overlay", "known overlays: smoke"),
+    ],
+)
+def test_overlay_errors_name_the_overlay_file(tmp_path: Path, make, file: str, key: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", **make(tmp_path))
+    message = str(err.value)
+    assert message.startswith(file) or f"/{file}:" in message, message
+    assert err.value.key == key and hint in message, message
+
+
+# ---------------------------------------------------------------------------------- extends
+def test_paper_profiles_share_one_base() -> None:
+    base = (REPO / "configs" / "profiles" / "base" / "paper.yaml").read_text()
+    for profile in ("paper-3b", "paper-7b"):
+        text = (REPO / "configs" / "profiles" / f"{profile}.yaml").read_text()
+        keys = flatten_yaml(text)
+        assert keys == {
+            "extends": "base/paper.yaml",
+            "model.path": f"checkpoints/Qwen2.5-VL-{profile[-2:].upper()}-Instruct",
+        }
+    assert "model.path" not in flatten_yaml(base) and "profile" not in flatten_yaml(base)
+    assert "base" not in known_profiles()
+
+
+def flatten_yaml(text: str) -> dict:
+    from guirl.config import flatten
+
+    return flatten(yaml.safe_load(text))
+
+
+def _profiles_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of configs/ under tmp_path that guirl.config reads instead of the repository's."""
+    import shutil
+
+    root = tmp_path / "configs"
+    shutil.copytree(REPO / "configs", root)
+    monkeypatch.setattr("guirl.config.configs_dir", lambda: root)
+    return root
+
+
+def _set_in_yaml(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    "edit, file, key, hint",
+    [
+        # a bad value in the shared base is blamed on the base file
+        (("base/paper.yaml", "  r: 8 ", "  r: eight "), "profiles/base/paper.yaml", "lora.r", "integer"),
+        # a bad value in the profile itself is blamed on the profile
+        (
+            ("paper-3b.yaml", "  path: checkpoints", "  pth: checkpoints"),
+            "profiles/paper-3b.yaml",
+            "model.pth",
+            "did you mean 'model.path'",
+        ),
+        # an extends target that does not exist names the file with the extends line
+        (
+            ("paper-3b.yaml", "extends: base/paper.yaml", "extends: base/papr.yaml"),
+            "profiles/paper-3b.yaml",
+            "extends",
+            "file not found: base/papr.yaml",
+        ),
+        # a loop of extends
+        (
+            ("base/paper.yaml", "seed: 0", "extends: ../paper-3b.yaml\nseed: 0"),
+            "profiles/base/paper.yaml",
+            "extends",
+            "loop",
+        ),
+        # the base cannot name a profile
+        (
+            ("base/paper.yaml", "seed: 0", "profile: paper-3b\nseed: 0"),
+            "profiles/base/paper.yaml",
+            "profile",
+            "cannot set the profile",
+        ),
+        # a missing key is blamed on the profile that was asked for
+        (("base/paper.yaml", "seed: 0", ""), "profiles/paper-3b.yaml", "seed", "missing required key"),
+    ],
+)
+def test_extends_errors_name_the_file_that_set_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, file: str, key: str, hint: str
+) -> None:
+    root = _profiles_copy(tmp_path, monkeypatch)
+    name, old, new = edit
+    _set_in_yaml(root / "profiles" / name, old, new)
+    with pytest.raises(ConfigError) as err:
+        load_config("paper-3b")
+    message = str(err.value)
+    assert message.split(":")[0].endswith(file), message
+    assert err.value.key == key and hint in message, message
+
+
+def test_extends_profile_wins_over_its_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _profiles_copy(tmp_path, monkeypatch)
+    (root / "profiles" / "paper-3b.yaml").write_text(
+        "extends: base/paper.yaml\nmodel:\n  path: /x\nsft:\n  learning_rate: 5.0e-5\n"
+    )
+    cfg = load_config("paper-3b")
+    assert cfg.sft.learning_rate == 5e-5 and cfg.sft.epochs == 2 and cfg.model.path == "/x"
+
+
+# ---------------------------------------------------------------------------------- run config
+def test_load_run_config_resolves_like_load_config() -> None:
+    from guirl.config import load_run_config
+
+    assert load_run_config() == load_config("tiny")
+    got = load_run_config("paper-3b", "aitz", ["seed=3"], overlays=["smoke"])
+    assert got == load_config("paper-3b", "aitz", ["seed=3"], overlays=["smoke"])
+
+
+def test_load_run_config_loads_exactly_the_given_file(tmp_path: Path) -> None:
+    from guirl.config import load_run_config
+
+    resolved = load_config("tiny", overrides=["seed=4", "data.source=aitz", "data.path=data/aitz"], overlays=["smoke"])
+    path = resolved.save(tmp_path / "00_data_prep.config.yaml", header=["resolved by a test", "second line"])
+    assert path.read_text().startswith("# resolved by a test\n# second line\n# resolved guirl config")
+    # The other arguments only record how it was resolved; the file is what the notebook runs with.
+    got = load_run_config("tiny", None, [], config_path=str(path))
+    assert got == resolved and got.hash() == resolved.hash() and got.data.source == "aitz"

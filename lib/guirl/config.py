@@ -1,21 +1,30 @@
-"""Typed run configuration: one profile yaml, one optional experiment yaml, command-line overrides.
+"""Typed run configuration: a profile, an optional experiment, overlays, command-line overrides.
 
-``load_config(profile, experiment, overrides)`` merges, in this order (later wins)::
+``load_config(profile, experiment, overrides, overlays=...)`` merges, in this order (later wins)::
 
-    configs/profiles/<profile>.yaml  <  configs/experiments/<experiment>.yaml  <  overrides
+    configs/profiles/<profile>.yaml  <  configs/experiments/<experiment>.yaml
+        <  configs/overlays/<overlay>.yaml (in the order given)  <  overrides
 
 and validates the result into a :class:`Config` (pydantic v2, unknown keys forbidden in every
 section). Overrides are ``"dotted.key=value"`` strings (or a dict with dotted or nested keys);
 values are parsed as YAML scalars, so ``sft.learning_rate=1e-4`` is a float, ``seed=1`` an int,
-``runtime.bf16=false`` a bool and ``model.path=tiny`` a string.
+``runtime.bf16=false`` a bool and ``model.path=tiny`` a string. Any yaml file may start from
+another one with ``extends: <path relative to its folder>`` (the paper profiles share
+``configs/profiles/base/paper.yaml``); the file that extends wins.
 
 Every problem raises :class:`ConfigError` with a one-line message of the form
 ``<file>: <dotted.key>: <problem>; <how to fix it>``, where ``<file>`` is the yaml file (or
 the override) that supplied the bad value.
 
-Sections are kept flat so that a notebook's papermill parameters can name any field as
-``section.field``. Later work adds sections (``ccpo``, ``coepg``, ``ces``) as new fields of
-:class:`Config` with their own section models.
+Allowed values come from the registries, never from copied lists: a field marked
+``Registered(kind)`` (:mod:`guirl.configbase`) accepts every name of that registry
+(:func:`registry_names`): ``data.source``, ``eval.protocol`` and ``sft.output_format`` here, and
+any such field of a method section. Each method of :mod:`guirl.methods` whose record sets
+``config_section`` adds an optional section ``cfg.<method name>`` (``None`` unless a yaml file or
+an override sets it; ``<method>: {}`` takes the section's defaults).
+
+A notebook loads its configuration with :func:`load_run_config`: the exact file the runner
+resolved and saved (``config_path``), or the same resolution when opened by hand.
 """
 
 from __future__ import annotations
@@ -25,32 +34,42 @@ import difflib
 import hashlib
 import json
 import re
+import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
 
-from guirl.configbase import Section
+from guirl.configbase import REGISTRY_KINDS, Registered, Section
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 
 __all__ = [
     "ConfigError",
     "Config",
+    "BaseConfig",
     "ModelConfig",
     "DataConfig",
     "LoraConfig",
+    "GroundingConfig",
     "SFTConfig",
     "EvalConfig",
     "RuntimeConfig",
     "DATA_SOURCES",
     "EVAL_PROTOCOLS",
+    "OUTPUT_FORMATS",
+    "registry_names",
+    "registered_fields",
+    "resolve_section",
+    "config_class",
     "load_config",
+    "load_run_config",
     "known_profiles",
     "known_experiments",
+    "known_overlays",
     "parse_scalar",
     "parse_override",
     "format_override",
@@ -58,20 +77,85 @@ __all__ = [
     "flatten",
 ]
 
-DATA_SOURCES = (
-    "minigui",
-    "androidcontrol",
-    "guiodyssey",
-    "aitz",
-    "amex",
-    "mind2web",
-    "uis1",
-    "guir1",
-)
-# Click/type/scroll matching conventions of the public evaluators (see
-# /work/shared/notes/stack-facts.md, "Metric conventions"): the metrics module implements one
-# protocol per name.
-EVAL_PROTOCOLS = ("ccpo", "agentcpm", "guiodyssey", "uis1", "guir1", "ces")
+
+# --------------------------------------------------------------------------------------------
+# Registries: the names a Registered(kind) field accepts.
+_REGISTRY_LABELS = {
+    "format": "output formats (guirl.actions.formats)",
+    "protocol": "evaluation protocols (guirl.metrics.protocols)",
+    "data_source": "data sources (minigui and the loaders of guirl.data.loaders)",
+    "method": "methods (guirl.methods)",
+    "reward": "rewards (guirl.methods.reward_names())",
+}
+
+
+def registry_names(kind: str) -> tuple[str, ...]:
+    """Every name registered under ``kind`` (one of :data:`guirl.configbase.REGISTRY_KINDS`),
+    in registry order: ``format`` -> ``FORMAT_NAMES``, ``protocol`` -> the keys of
+    ``guirl.metrics.protocols.PROTOCOLS``, ``data_source`` -> ``minigui`` (generated) and the
+    keys of ``guirl.data.loaders.LOADERS``, ``method`` -> ``guirl.methods.names()``, ``reward``
+    -> ``guirl.methods.reward_names()``."""
+    if kind == "format":
+        from guirl.actions.formats import FORMAT_NAMES
+
+        return tuple(FORMAT_NAMES)
+    if kind == "protocol":
+        from guirl.metrics.protocols import PROTOCOLS
+
+        return tuple(PROTOCOLS)
+    if kind == "data_source":
+        from guirl.data.loaders import LOADERS
+
+        return ("minigui", *LOADERS)
+    if kind == "method":
+        import guirl.methods
+
+        return tuple(guirl.methods.names())
+    if kind == "reward":
+        import guirl.methods
+
+        return tuple(guirl.methods.reward_names())
+    raise ValueError(f"unknown registry {kind!r}; known: {', '.join(REGISTRY_KINDS)}")
+
+
+DATA_SOURCES: tuple[str, ...] = registry_names("data_source")
+EVAL_PROTOCOLS: tuple[str, ...] = registry_names("protocol")
+OUTPUT_FORMATS: tuple[str, ...] = registry_names("format")
+
+
+def _registered_mark(info: Any) -> Registered | None:
+    marks = [m for m in getattr(info, "metadata", ()) if isinstance(m, Registered)]
+    return marks[0] if marks else None
+
+
+def _allows_none(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
+        annotation
+    )
+
+
+def resolve_section(cls: type[Section]) -> type[Section]:
+    """``cls`` with every ``Registered(kind)`` field re-typed as ``Literal[<registry names>]``
+    (a subclass of the same name; ``cls`` itself when it has no such field). Defaults,
+    validators and docs are kept. Raises ``TypeError`` for a marked field that is not a string."""
+    fields: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        mark = _registered_mark(info)
+        if mark is None:
+            continue
+        base = info.annotation
+        optional = _allows_none(base)
+        if optional:
+            base = next(a for a in typing.get_args(base) if a is not type(None))
+        if base is not str and typing.get_origin(base) is not Literal:
+            raise TypeError(f"{cls.__module__}.{cls.__name__}.{name}: Registered({mark.kind!r}) needs a str field")
+        lit: Any = Literal[registry_names(mark.kind)]  # type: ignore[valid-type]
+        annotation = Annotated[Optional[lit] if optional else lit, mark]  # noqa: UP045 (runtime type)
+        default = ... if info.is_required() else info.default
+        fields[name] = (annotation, Field(default, description=info.description))
+    if not fields:
+        return cls
+    return create_model(cls.__name__, __base__=cls, __module__=cls.__module__, __doc__=cls.__doc__, **fields)
 
 
 class ConfigError(ValueError):
@@ -139,7 +223,8 @@ def format_override(key: str, value: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Sections
+# Kernel sections. A class with a Registered field is re-bound to its resolved form right after
+# its definition (``DataConfig = resolve_section(DataConfig)``), so the exported name validates.
 _Section = Section
 
 
@@ -180,7 +265,7 @@ class DataConfig(_Section):
     for MiniGUI, which is generated. The MiniGUI sizes are numbers of tasks and the screen size
     in pixels."""
 
-    source: Literal[DATA_SOURCES]  # type: ignore[valid-type]
+    source: Annotated[str, Registered("data_source")]
     path: str | None = None
     n_train_tasks: int = Field(ge=1)
     n_test_tasks: int = Field(ge=1)
@@ -195,6 +280,9 @@ class DataConfig(_Section):
                 " -- set data.path to the local folder with the data set"
             )
         return self
+
+
+DataConfig = resolve_section(DataConfig)
 
 
 class LoraConfig(_Section):
@@ -242,15 +330,19 @@ class SFTConfig(_Section):
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
-    output_format: Literal["ccpo", "qwen_mobile_use", "agentcpm"]
+    output_format: Annotated[str, Registered("format")]
+
+
+SFTConfig = resolve_section(SFTConfig)
 
 
 class EvalConfig(_Section):
-    """Evaluation. ``protocol`` names the matching conventions (one of :data:`EVAL_PROTOCOLS`);
+    """Evaluation. ``protocol`` names the matching conventions (a registered protocol,
+    :data:`EVAL_PROTOCOLS`);
     ``n_tasks`` and ``max_turns`` are for online MiniGUI episodes; results are reported over
     ``n_seeds`` seeds with ``bootstrap_samples`` bootstrap resamples for the intervals."""
 
-    protocol: Literal[EVAL_PROTOCOLS]  # type: ignore[valid-type]
+    protocol: Annotated[str, Registered("protocol")]
     batch_size: int = Field(ge=1)
     max_new_tokens: int = Field(ge=1)
     n_tasks: int = Field(ge=1)
@@ -259,6 +351,9 @@ class EvalConfig(_Section):
     bootstrap_samples: int = Field(ge=1)
     max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
+
+
+EvalConfig = resolve_section(EvalConfig)
 
 
 class RuntimeConfig(_Section):
@@ -282,8 +377,9 @@ class RuntimeConfig(_Section):
         return self
 
 
-class Config(BaseModel):
-    """A whole, validated run configuration (see the module docstring)."""
+class BaseConfig(BaseModel):
+    """The kernel part of a run configuration; :class:`Config` adds one optional section per
+    method (see :func:`config_class` and the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -315,25 +411,126 @@ class Config(BaseModel):
         body = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
         return f"# resolved guirl config; hash {self.hash()}\n{body}"
 
-    def save(self, path: str | Path) -> Path:
-        """Write :meth:`to_yaml` to ``path`` (parents created); returns the path. The file loads
-        back with ``load_config(path)``."""
+    def save(self, path: str | Path, header: Sequence[str] = ()) -> Path:
+        """Write :meth:`to_yaml` to ``path`` (parents created), after ``header`` lines written as
+        ``# `` comments (for instance how the runner resolved it); returns the path. The file
+        loads back with ``load_config(path)`` to an equal config."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml(), encoding="utf-8")
+        comments = "".join(f"# {line}\n" for text in header for line in str(text).splitlines())
+        path.write_text(comments + self.to_yaml(), encoding="utf-8")
         return path
+
+    def method_section(self, name: str) -> Section:
+        """``cfg.<name>``, the section of method ``name``; a :class:`ConfigError` saying how to
+        add it when the profile, experiment and overrides left it out (or the method has none)."""
+        if name not in type(self).model_fields or name in BaseConfig.model_fields:
+            have = [f for f in type(self).model_fields if f not in BaseConfig.model_fields]
+            raise ConfigError(
+                "config",
+                name,
+                f"no config section for method {name!r}",
+                "methods with a section: " + (", ".join(have) or "(none)"),
+            )
+        section = getattr(self, name)
+        if section is None:
+            raise ConfigError(
+                "config",
+                name,
+                "section not set",
+                f"add `{name}: {{}}` (its defaults) or the keys you need to the profile or experiment yaml, "
+                f"or pass --override {name}.KEY=VALUE",
+            )
+        return section
+
+
+def config_class(methods: Iterable[Any]) -> type[BaseConfig]:
+    """The config schema for ``methods`` (``guirl.methods.Method`` records): :class:`BaseConfig`
+    plus, for every method whose ``config_section`` is set, an optional field named after the
+    method whose model is that section (registered names resolved, :func:`resolve_section`).
+
+    Raises ``TypeError`` naming the method's file when a section is not a
+    :class:`guirl.configbase.Section` or a method name clashes with a kernel key."""
+    fields: dict[str, Any] = {}
+    for method in methods:
+        section = method.config_section
+        if section is None:
+            continue
+        where = f"guirl/methods/{method.name}/__init__.py"
+        if not (isinstance(section, type) and issubclass(section, Section)):
+            raise TypeError(
+                f"{where}: METHOD.config_section must be a subclass of guirl.configbase.Section, got {section!r}"
+            )
+        if method.name in BaseConfig.model_fields:
+            raise TypeError(f"{where}: method name {method.name!r} clashes with the config key {method.name!r}")
+        resolved = resolve_section(section)
+        if resolved is not section:
+            # A stable import path, so that configs holding the section pickle.
+            resolved.__module__, resolved.__qualname__ = __name__, f"_{method.name}_{section.__name__}"
+            setattr(sys.modules[__name__], resolved.__qualname__, resolved)
+        fields[method.name] = (Optional[resolved], None)  # noqa: UP045 (runtime type)
+    return create_model("Config", __base__=BaseConfig, __module__=__name__, __doc__=_CONFIG_DOC, **fields)
+
+
+_CONFIG_DOC = """A whole, validated run configuration: the kernel sections of :class:`BaseConfig`
+and one optional section per method with a ``config_section`` (see the module docstring)."""
+
+
+def _registered_methods() -> list[Any]:
+    import guirl.methods
+
+    return guirl.methods.all_methods()
+
+
+Config = config_class(_registered_methods())
+
+
+def registered_fields(schema: type[BaseModel] | None = None) -> dict[str, str]:
+    """``{"data.source": "data_source", "eval.protocol": "protocol", ...}``: every field of the
+    schema (default :class:`Config`, method sections included) marked ``Registered(kind)``."""
+    out: dict[str, str] = {}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            mark = _registered_mark(info)
+            if mark is not None:
+                out[prefix + name] = mark.kind
+            sub = _section_model(info.annotation)
+            if sub is not None:
+                walk(sub, f"{prefix}{name}.")
+
+    walk(schema or Config, "")
+    return out
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model class of a (possibly optional) section annotation, else ``None``."""
+    if _allows_none(annotation):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 # --------------------------------------------------------------------------------------------
 # Loading
+def _names_in(folder: str) -> list[str]:
+    return sorted(p.stem for p in (configs_dir() / folder).glob("*.yaml"))
+
+
 def known_profiles() -> list[str]:
-    """Profile names: the stems of ``configs/profiles/*.yaml``, sorted."""
-    return sorted(p.stem for p in (configs_dir() / "profiles").glob("*.yaml"))
+    """Profile names: the stems of ``configs/profiles/*.yaml``, sorted (``configs/profiles/base/``
+    holds files that profiles extend, not profiles)."""
+    return _names_in("profiles")
 
 
 def known_experiments() -> list[str]:
     """Experiment names: the stems of ``configs/experiments/*.yaml``, sorted."""
-    return sorted(p.stem for p in (configs_dir() / "experiments").glob("*.yaml"))
+    return _names_in("experiments")
+
+
+def known_overlays() -> list[str]:
+    """Overlay names: the stems of ``configs/overlays/*.yaml``, sorted (``smoke``: the seconds-
+    sized budgets the tests run with)."""
+    return _names_in("overlays")
 
 
 def _looks_like_path(name: str) -> bool:
@@ -364,6 +561,45 @@ def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
     return _stringify_keys(data)
 
 
+def _read_layers(path: Path, key: str, missing_fix: str, chain: tuple[Path, ...] = ()) -> list[tuple[str, dict]]:
+    """``[(file shown in messages, data), ...]`` of ``path`` and the files it extends, base first.
+
+    ``extends: <path>`` (relative to the folder of the file that says it) is removed from the
+    data; a base file may extend another one; loops and missing files are errors naming the
+    file with the ``extends`` line."""
+    shown = _display(path)
+    data = _read_yaml(path, key, missing_fix)
+    if "extends" not in data:
+        return [(shown, data)]
+    target = data.pop("extends")
+    if not isinstance(target, str) or not target.strip():
+        raise ConfigError(
+            shown, "extends", f"must be a path to a yaml file (got {target!r})", "write e.g. extends: base/paper.yaml"
+        )
+    base = Path(target).expanduser()
+    base = base if base.is_absolute() else path.parent / base
+    here = path.resolve()
+    if base.resolve() in (*chain, here):
+        loop = " -> ".join(_display(p) for p in (*chain, here, base.resolve()))
+        raise ConfigError(shown, "extends", f"files extend each other in a loop ({loop})", "remove one extends")
+    if not base.is_file():
+        raise ConfigError(
+            shown, "extends", f"file not found: {target}", f"give a path relative to {_display(path.parent)}/"
+        )
+    layers = _read_layers(base, "extends", "", (*chain, here))
+    for src, layer in layers:
+        if "profile" in layer:
+            raise ConfigError(
+                src, "profile", "a file that others extend cannot set the profile", "remove the key from this file"
+            )
+    return [*layers, (shown, data)]
+
+
+def _layer_path(kind: str, name: str | Path) -> Path:
+    name = str(name)
+    return Path(name).expanduser() if _looks_like_path(name) else configs_dir() / kind / f"{name}.yaml"
+
+
 def _stringify_keys(data: Any) -> Any:
     if isinstance(data, dict):
         return {str(k): _stringify_keys(v) for k, v in data.items()}
@@ -373,11 +609,11 @@ def _stringify_keys(data: Any) -> Any:
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (mappings only; lists stay values)."""
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (mappings only; lists and empty mappings stay values)."""
     flat: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and value:
             flat.update(flatten(value, dotted + "."))
         else:
             flat[dotted] = value
@@ -443,14 +679,13 @@ def _describe_type(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-def _field_at(loc: Sequence[str]) -> tuple[type[BaseModel] | None, str | None]:
+def _field_at(schema: type[BaseModel], loc: Sequence[str]) -> tuple[type[BaseModel] | None, str | None]:
     """The model class that owns the last element of ``loc`` and that element's name."""
-    model: type[BaseModel] | None = Config
+    model: type[BaseModel] | None = schema
     for part in loc[:-1]:
         if model is None or part not in model.model_fields:
             return None, None
-        ann = model.model_fields[part].annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        model = _section_model(model.model_fields[part].annotation)
     return model, (loc[-1] if loc else None)
 
 
@@ -465,14 +700,21 @@ def _source_of(dotted: str, provenance: Mapping[str, str], default: str) -> str:
     return inside[-1] if inside else default
 
 
-def _to_config_error(err: ValidationError, provenance: Mapping[str, str], default: str) -> ConfigError:
+def _to_config_error(
+    err: ValidationError, provenance: Mapping[str, str], default: str, schema: type[BaseModel]
+) -> ConfigError:
     errors = err.errors(include_url=False)
+    # A typo in a key also makes the intended key missing: report the typo (its fix is the one).
+    errors.sort(key=lambda e: e["type"] != "extra_forbidden")
     first = errors[0]
     loc = [str(p) for p in first["loc"]]
+    # A Literal inside an optional section is reported under its union member; drop that part.
+    loc = [p for p in loc if not (p.startswith("_") or p.endswith("]"))]
     dotted = ".".join(loc) if loc else "<top>"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    owner, name = _field_at(loc)
+    owner, name = _field_at(schema, loc)
     kind = first["type"]
+    info = owner.model_fields.get(name or "") if owner is not None else None
     if kind == "extra_forbidden" and owner is not None:
         known = list(owner.model_fields)
         section = ".".join(loc[:-1])
@@ -491,9 +733,19 @@ def _to_config_error(err: ValidationError, provenance: Mapping[str, str], defaul
             "missing required key" + more,
             f"add {dotted} to the profile yaml (or pass --override {dotted}=VALUE)",
         )
-    expected = ""
-    if owner is not None and name in owner.model_fields:
-        expected = _describe_type(owner.model_fields[name].annotation)
+    mark = _registered_mark(info)
+    if kind == "literal_error" and mark is not None:
+        names = registry_names(mark.kind)
+        value = first.get("input")
+        close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return ConfigError(
+            _source_of(dotted, provenance, default),
+            dotted,
+            f"{value!r} is not registered{more}",
+            f"{hint}registered {_REGISTRY_LABELS[mark.kind]}: {', '.join(repr(n) for n in names)}",
+        )
+    expected = _describe_type(info.annotation) if info is not None else ""
     msg = first["msg"].removeprefix("Value error, ")
     if kind == "value_error":
         # Cross-field checks of a section say "key: problem -- fix"; blame the source that last
@@ -511,21 +763,37 @@ def _to_config_error(err: ValidationError, provenance: Mapping[str, str], defaul
     return ConfigError(_source_of(dotted, provenance, default), dotted, problem, fix)
 
 
+def _no_profile_key(layers: list[tuple[str, dict]], what: str) -> None:
+    for src, layer in layers:
+        if "profile" in layer:
+            raise ConfigError(
+                src, "profile", f"{what} cannot set the profile", "remove the key and pass --profile instead"
+            )
+
+
 def load_config(
     profile: str | Path,
     experiment: str | Path | None = None,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    *,
+    overlays: Sequence[str | Path] = (),
+    schema: type[BaseConfig] | None = None,
 ) -> Config:
-    """Merge ``profile`` < ``experiment`` < ``overrides`` and validate.
+    """Merge ``profile`` < ``experiment`` < ``overlays`` < ``overrides`` and validate.
 
     ``profile`` is a name from ``configs/profiles`` (``"tiny"``, ``"paper-3b"``, ...) or a path
     to a yaml file (for instance a saved, resolved ``config.yaml``). ``experiment`` is ``None``,
-    a name from ``configs/experiments`` or a path. ``overrides``: ``["sft.learning_rate=1e-4",
+    a name from ``configs/experiments`` or a path. ``overlays``: names from ``configs/overlays``
+    (``"smoke"``) or paths, applied in order. ``overrides``: ``["sft.learning_rate=1e-4",
     "seed=1"]`` or ``{"sft.learning_rate": 1e-4}`` / ``{"sft": {"learning_rate": 1e-4}}``.
-    Raises :class:`ConfigError` (one line naming the file and the dotted key).
+    ``schema``: the config class to validate with (default :class:`Config`; see
+    :func:`config_class`). Raises :class:`ConfigError` (one line naming the file and the
+    dotted key).
     """
+    schema = schema or Config
+    is_path = isinstance(profile, Path) or _looks_like_path(str(profile))
     profile = str(profile)
-    if _looks_like_path(profile):
+    if is_path:
         profile_path = Path(profile).expanduser()
         profile_name = profile_path.stem
         missing_fix = "check the path, or pass a profile name: " + ", ".join(known_profiles())
@@ -543,39 +811,41 @@ def load_config(
             )
         missing_fix = "known profiles: " + ", ".join(known_profiles())
     source = _display(profile_path)
-    data = _read_yaml(profile_path, "profile", missing_fix)
-    provenance: dict[str, str] = {}
-    base: dict[str, Any] = {}
-    _merge(base, data, source, provenance)
-    if "profile" in data and not _looks_like_path(profile) and data["profile"] != profile_name:
+    layers = _read_layers(profile_path, "profile", missing_fix)
+    data = layers[-1][1]
+    if "profile" in data and not is_path and data["profile"] != profile_name:
         raise ConfigError(
             source,
             "profile",
             f"says {data['profile']!r} but the file is {profile_name!r}",
             "remove the profile key; the file name is the profile name",
         )
+    provenance: dict[str, str] = {}
+    base: dict[str, Any] = {}
+    for src, layer in layers:
+        _merge(base, layer, src, provenance)
     base.setdefault("profile", profile_name)
     provenance.setdefault("profile", source)
 
     if experiment is not None:
-        experiment = str(experiment)
-        if _looks_like_path(experiment):
-            exp_path = Path(experiment).expanduser()
-        else:
-            exp_path = configs_dir() / "experiments" / f"{experiment}.yaml"
-        exp = _read_yaml(
-            exp_path,
+        exp_layers = _read_layers(
+            _layer_path("experiments", experiment),
             "experiment",
             "known experiments: " + (", ".join(known_experiments()) or "(none)") + "; or pass a path to a yaml file",
         )
-        if "profile" in exp:
-            raise ConfigError(
-                _display(exp_path),
-                "profile",
-                "an experiment cannot set the profile",
-                "remove the key and pass --profile instead",
-            )
-        _merge(base, exp, _display(exp_path), provenance)
+        _no_profile_key(exp_layers, "an experiment")
+        for src, layer in exp_layers:
+            _merge(base, layer, src, provenance)
+
+    for overlay in overlays:
+        ov_layers = _read_layers(
+            _layer_path("overlays", overlay),
+            "overlay",
+            "known overlays: " + (", ".join(known_overlays()) or "(none)") + "; or pass a path to a yaml file",
+        )
+        _no_profile_key(ov_layers, "an overlay")
+        for src, layer in ov_layers:
+            _merge(base, layer, src, provenance)
 
     for key, value, written in _overrides_to_items(overrides):
         if key == "profile":
@@ -585,6 +855,26 @@ def load_config(
         _merge(base, _nest(key, value), f"override {written}", provenance)
 
     try:
-        return Config.model_validate(base)
+        return schema.model_validate(base)
     except ValidationError as err:
-        raise _to_config_error(err, provenance, source) from None
+        raise _to_config_error(err, provenance, source, schema) from None
+
+
+def load_run_config(
+    profile: str = "tiny",
+    experiment: str | None = None,
+    overrides: Mapping[str, Any] | Sequence[str] | None = (),
+    config_path: str | Path | None = None,
+    *,
+    overlays: Sequence[str | Path] = (),
+) -> Config:
+    """The configuration a notebook runs with (the notebook contract, ``docs/architecture.md``).
+
+    ``config_path`` given (the runner injects it): exactly that resolved file, which the runner
+    validated and saved before the notebook started; ``profile``, ``experiment`` and
+    ``overrides`` are then only a record of how it was resolved. ``config_path`` ``None`` (a
+    notebook opened by hand): the same resolution as :func:`load_config`.
+    """
+    if config_path is not None:
+        return load_config(Path(config_path))
+    return load_config(profile, experiment, overrides, overlays=overlays)

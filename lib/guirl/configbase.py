@@ -3,16 +3,48 @@
 :mod:`guirl.config` assembles the run config from kernel sections and the methods' own sections
 (``Method.config_section``); every section forbids unknown keys and validates on assignment, so
 that a typo in a yaml file is an error naming the key, never a silently ignored value.
+
+A ``str`` field whose value names something registered (an output format, an evaluation
+protocol, a data source, a method, a reward) says so with :class:`Registered` instead of a
+hand-copied list of names::
+
+    class MySection(Section):
+        reward: Annotated[str, Registered("reward")] = "ccpo"
+
+:mod:`guirl.config` turns it into ``Literal[<every registered name>]`` when it builds the config
+schema, so every registered name is selectable and any other value is an error naming the key.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Section"]
+__all__ = ["Section", "Registered", "REGISTRY_KINDS"]
+
+#: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
+#: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
+#: (``guirl.metrics.protocols.PROTOCOLS``), ``data_source`` (``minigui`` and the loaders of
+#: ``guirl.data.loaders.LOADERS``), ``method`` (``guirl.methods.names()``) and ``reward``
+#: (``guirl.methods.reward_names()``).
+REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method", "reward")
 
 
 class Section(BaseModel):
     """A config section: unknown keys are errors; assignments are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+@dataclass(frozen=True)
+class Registered:
+    """Field metadata: the value is a name from registry ``kind`` (one of :data:`REGISTRY_KINDS`).
+
+    Use it on a ``str`` (or ``str | None``) field inside ``typing.Annotated``."""
+
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in REGISTRY_KINDS:
+            raise ValueError(f"Registered({self.kind!r}): unknown registry; use one of {', '.join(REGISTRY_KINDS)}")
