@@ -1,0 +1,579 @@
+"""The five papers as data: their files, their headline numbers, and every table and figure they print.
+
+* :data:`PAPERS` -- one :class:`Paper` per paper (short name used in citations such as
+  ``CCPO eq. 11``, title, first author, reference, the plain-text file the project reads,
+  ``docs/papers.md`` describes them).
+* :func:`paper_results` -- the registry of the papers' result tables
+  (``guirl/assets/paper_results/<slug>.csv``) as one validated :class:`pandas.DataFrame`. Every
+  row is one printed number: ``paper, table, row, column, value, unit, paper_file, line, note``
+  where ``value`` is the number exactly as printed (trailing zeros kept, thousands separators
+  kept, no ``%`` sign, no markup) and ``line`` is the 1-based line of the paper's text file the
+  number is printed on. ``scripts/check_paper_numbers.py`` checks every row against the texts.
+* :data:`ARTEFACTS` / :func:`artefacts` -- every table and figure of the five papers, with a
+  one-line summary, its kind (a *result* a notebook can regenerate, or a hyper-parameter table,
+  a prompt, a mapping, a diagram, a qualitative example) and what in this repository regenerates
+  it (``notebooks/NN_name.ipynb: <artefact>``) with its status ``regenerated`` / ``partial`` /
+  ``not yet`` (``n/a`` for kinds that are not results). ``make reproduce`` writes this list as
+  ``figures/<profile>/INDEX.md``.
+
+Units of ``unit``: ``%`` (a rate printed in percent), ``pp`` (a difference in percentage
+points), ``fraction`` (a rate printed in ``[0, 1]``), ``x`` (a speed-up factor), ``tokens``,
+``s/step``, ``s``, ``ms``, ``TFLOPS``, ``TFLOPs``, ``steps``, ``count``, ``plans per task``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+__all__ = [
+    "ARTEFACTS",
+    "ARTEFACT_KINDS",
+    "ARTEFACT_STATUSES",
+    "Artefact",
+    "COLUMNS",
+    "PAPERS",
+    "Paper",
+    "PaperResultsError",
+    "RESULTS_DIR",
+    "UNITS",
+    "artefacts",
+    "get_paper",
+    "paper_results",
+    "read_results_csv",
+]
+
+#: Folder of the registry files, one ``<slug>.csv`` per paper.
+RESULTS_DIR = Path(__file__).resolve().parent / "assets" / "paper_results"
+
+#: Columns of a registry file, in order.
+COLUMNS: tuple[str, ...] = ("paper", "table", "row", "column", "value", "unit", "paper_file", "line", "note")
+
+#: Allowed ``unit`` values (module docstring).
+UNITS: frozenset[str] = frozenset(
+    {"%", "pp", "fraction", "x", "tokens", "s/step", "s", "ms", "TFLOPS", "TFLOPs", "steps", "count", "plans per task"}
+)
+
+#: A number as the papers print it: optional sign, digits with optional thousands commas,
+#: optional decimals (``2,939``, ``70.60``, ``-44``, ``+0.33``).
+_VALUE_RE = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})*(?:\.\d+)?$|^[+-]?\d+(?:\.\d+)?$")
+_ID_RE = re.compile(r"^(Table|Figure) \d+$")
+
+
+class PaperResultsError(ValueError):
+    """A registry file is malformed; the message starts with ``<file>:<line>:``."""
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One of the five papers.
+
+    ``name`` is the short name used in citations (``CCPO eq. 11``, ``Co-EPG Table 5``); ``slug``
+    names the registry file and the method folder; ``paper_file`` is the plain-text extraction
+    the project works from (``docs/papers.md``).
+    """
+
+    slug: str
+    name: str
+    title: str
+    first_author: str
+    reference: str
+    paper_file: str
+
+
+PAPERS: dict[str, Paper] = {
+    p.name: p
+    for p in (
+        Paper(
+            "ccpo",
+            "CCPO",
+            "Compress to Focus: Efficient Coordinate Compression for Policy Optimization in Multi-Turn GUI Agents",
+            "Yurun Song",
+            "arXiv 2601.11631",
+            "000_e57e800ca0795f95.txt",
+        ),
+        Paper(
+            "coepg",
+            "Co-EPG",
+            "Co-EPG: A Framework for Co-Evolution of Planning and Grounding in Autonomous GUI Agents",
+            "Yuan Zhao",
+            "AAAI 2026, arXiv 2511.10705",
+            "001_f0ca38cf3ec0c5b8.txt",
+        ),
+        Paper(
+            "androidlong",
+            "AndroidLong",
+            "AndroidLong: LLM-based Android Agents Struggle with Long Looping Tasks (supplementary material)",
+            "unknown (the supplement names no authors)",
+            "no public identifier known",
+            "002_f09264aa1c1e4be8.txt",
+        ),
+        Paper(
+            "agentcpm",
+            "AgentCPM-GUI",
+            "AgentCPM-GUI: Building Mobile-Use Agents with Reinforcement Fine-Tuning",
+            "Zhong Zhang",
+            "arXiv 2506.01391",
+            "003_d6ee8cb488e45d09.txt",
+        ),
+        Paper(
+            "ces",
+            "CES",
+            "Training High-Level Schedulers with Execution-Feedback Reinforcement Learning for Long-Horizon "
+            "GUI Automation",
+            "Zehao Deng",
+            "arXiv 2511.22235",
+            "004_cf203a0f45073600.txt",
+        ),
+    )
+}
+
+
+def get_paper(name: str) -> Paper:
+    """The :class:`Paper` called ``name`` (short name such as ``"Co-EPG"`` or slug such as ``"coepg"``)."""
+    for p in PAPERS.values():
+        if name in (p.name, p.slug):
+            return p
+    known = ", ".join(f"{p.name} ({p.slug})" for p in PAPERS.values())
+    raise KeyError(f"unknown paper {name!r}; known: {known}")
+
+
+# ----------------------------------------------------------------------------- registry
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(RESULTS_DIR.parents[2]))
+    except ValueError:
+        return str(path)
+
+
+def read_results_csv(path: Path | str, paper: Paper | None = None) -> list[dict[str, object]]:
+    """Read and validate one registry file; rows as dicts with ``line`` an ``int``.
+
+    Checks: the header is exactly :data:`COLUMNS`; every row has 9 fields; ``paper`` and
+    ``paper_file`` are the file's paper (``paper`` given, or the paper whose slug is the file
+    name); ``table`` is ``Table N`` or ``Figure N``; ``row`` and ``column`` are non-empty;
+    ``value`` is a number as printed; ``unit`` is one of :data:`UNITS`; ``line`` is a positive
+    integer; ``(table, row, column)`` is unique. The first problem raises
+    :class:`PaperResultsError` naming the file and line.
+    """
+    path = Path(path)
+    where = _rel(path)
+    if paper is None:
+        paper = get_paper(path.stem)
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise PaperResultsError(f"{where}:1: empty file; expected the header {','.join(COLUMNS)}") from None
+        if tuple(header) != COLUMNS:
+            unknown = [c for c in header if c not in COLUMNS]
+            missing = [c for c in COLUMNS if c not in header]
+            raise PaperResultsError(
+                f"{where}:1: header must be {','.join(COLUMNS)}; unknown column(s) {unknown}, missing {missing}"
+                if unknown or missing
+                else f"{where}:1: columns in the wrong order; expected {','.join(COLUMNS)}"
+            )
+        rows: list[dict[str, object]] = []
+        seen: dict[tuple[str, str, str], int] = {}
+        for fields in reader:
+            n = reader.line_num
+            if not fields or all(not x.strip() for x in fields):
+                raise PaperResultsError(f"{where}:{n}: empty row")
+            if len(fields) != len(COLUMNS):
+                raise PaperResultsError(
+                    f"{where}:{n}: {len(fields)} fields, expected {len(COLUMNS)} ({','.join(COLUMNS)})"
+                )
+            rec = dict(zip(COLUMNS, fields))
+            if rec["paper"] != paper.name:
+                raise PaperResultsError(f"{where}:{n}: paper {rec['paper']!r}, this file holds {paper.name!r}")
+            if rec["paper_file"] != paper.paper_file:
+                raise PaperResultsError(
+                    f"{where}:{n}: paper_file {rec['paper_file']!r}, {paper.name} is {paper.paper_file!r}"
+                )
+            if not _ID_RE.match(rec["table"]):
+                raise PaperResultsError(f"{where}:{n}: table {rec['table']!r} must look like 'Table 4' or 'Figure 3'")
+            for k in ("row", "column"):
+                if not rec[k].strip() or rec[k] != rec[k].strip():
+                    raise PaperResultsError(f"{where}:{n}: {k} {rec[k]!r} must be non-empty without outer spaces")
+            if not _VALUE_RE.match(rec["value"]):
+                raise PaperResultsError(
+                    f"{where}:{n}: value {rec['value']!r} is not a number as printed (e.g. 54.9, 2,939, -44, +0.33)"
+                )
+            if rec["unit"] not in UNITS:
+                raise PaperResultsError(f"{where}:{n}: unit {rec['unit']!r} not in {sorted(UNITS)}")
+            if not rec["line"].isdigit() or int(rec["line"]) < 1:
+                raise PaperResultsError(f"{where}:{n}: line {rec['line']!r} must be a positive integer")
+            key = (rec["table"], rec["row"], rec["column"])
+            if key in seen:
+                raise PaperResultsError(f"{where}:{n}: duplicate {key} (first on line {seen[key]})")
+            seen[key] = n
+            out: dict[str, object] = dict(rec)
+            out["line"] = int(rec["line"])
+            rows.append(out)
+    return rows
+
+
+def _number(value: str) -> float:
+    return float(value.replace(",", ""))
+
+
+def paper_results(paper: str | None = None, *, directory: Path | str | None = None) -> pd.DataFrame:
+    """The registry as one DataFrame: the :data:`COLUMNS` plus ``number`` (``value`` as a float).
+
+    ``paper``: a short name or slug to load one paper (default: all five, in :data:`PAPERS`
+    order). ``directory``: where the ``<slug>.csv`` files are (default :data:`RESULTS_DIR`).
+    Raises :class:`PaperResultsError` (file and line) for a malformed file and
+    ``FileNotFoundError`` naming a missing one.
+    """
+    folder = Path(directory) if directory is not None else RESULTS_DIR
+    chosen: Sequence[Paper] = [get_paper(paper)] if paper is not None else list(PAPERS.values())
+    rows: list[dict[str, object]] = []
+    for p in chosen:
+        path = folder / f"{p.slug}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{_rel(path)}: registry file of {p.name} not found")
+        rows.extend(read_results_csv(path, p))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["line"] = df["line"].astype("int64")
+    df["number"] = [_number(str(v)) for v in df["value"]]
+    return df
+
+
+# ----------------------------------------------------------------------------- artefacts
+ArtefactKind = Literal["result", "hyperparameters", "prompt", "mapping", "diagram", "qualitative"]
+ArtefactStatus = Literal["regenerated", "partial", "not yet", "n/a"]
+ARTEFACT_KINDS: tuple[str, ...] = ("result", "hyperparameters", "prompt", "mapping", "diagram", "qualitative")
+ARTEFACT_STATUSES: tuple[str, ...] = ("regenerated", "partial", "not yet", "n/a")
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One table or figure of a paper and what in this repository regenerates it.
+
+    ``regenerated_by``: ``notebooks/<nb>.ipynb: <report name>`` (what the notebook writes under
+    ``figures/<profile>/<nb>/``), a config or module for non-result kinds, or ``"not yet"``.
+    ``status``: ``regenerated`` (same quantity on the paper's data set), ``partial`` (same
+    quantity on MiniGUI only, or only some rows), ``not yet``; ``n/a`` for kinds other than
+    ``result``. ``in_registry``: its numbers are in :func:`paper_results`.
+    """
+
+    paper: str
+    id: str
+    kind: ArtefactKind
+    summary: str
+    regenerated_by: str = "not yet"
+    status: ArtefactStatus = "not yet"
+    in_registry: bool = False
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.paper not in PAPERS:
+            raise ValueError(f"artefact {self.id}: unknown paper {self.paper!r}")
+        if not _ID_RE.match(self.id):
+            raise ValueError(f"artefact {self.paper} {self.id!r}: id must look like 'Table 4' or 'Figure 3'")
+        if self.kind not in ARTEFACT_KINDS:
+            raise ValueError(f"artefact {self.paper} {self.id}: kind {self.kind!r} not in {ARTEFACT_KINDS}")
+        if self.status not in ARTEFACT_STATUSES:
+            raise ValueError(f"artefact {self.paper} {self.id}: status {self.status!r} not in {ARTEFACT_STATUSES}")
+        if (self.kind == "result") == (self.status == "n/a"):
+            raise ValueError(f"artefact {self.paper} {self.id}: status 'n/a' is for non-result kinds only")
+        if self.status in ("regenerated", "partial") and not self.regenerated_by.startswith("notebooks/"):
+            raise ValueError(f"artefact {self.paper} {self.id}: a {self.status} result must name its notebook")
+
+
+_NB0 = "notebooks/00_data_prep.ipynb"
+_NB1 = "notebooks/01_sft.ipynb"
+_MINI = "MiniGUI in the tiny profile; the paper's data set with a paper profile and experiment"
+
+
+def _a(paper: str, id_: str, kind: ArtefactKind, summary: str, **kw: object) -> Artefact:
+    status = kw.pop("status", "not yet" if kind == "result" else "n/a")
+    by = kw.pop("by", "not yet" if kind == "result" else "")
+    return Artefact(paper, id_, kind, summary, regenerated_by=str(by), status=status, **kw)  # type: ignore[arg-type]
+
+
+#: Every table and figure of the five papers (the AndroidLong file is the supplement only: its
+#: main-paper Tables 1-5 and Figures 1-3 are not in the text and not listed).
+ARTEFACTS: tuple[Artefact, ...] = (
+    # ------------------------------------------------------------------ CCPO
+    _a("CCPO", "Figure 1", "diagram", "truncated visual history vs CCPO's kept key history"),
+    _a("CCPO", "Figure 2", "diagram", "CCPO framework: multi-turn rollouts, distance-based advantage, CASC"),
+    _a(
+        "CCPO",
+        "Figure 3",
+        "result",
+        "AITW accuracy against history length 1AO-5AO, SFT and CCPO-7B (data: Table 16)",
+        in_registry=True,
+    ),
+    _a("CCPO", "Figure 4", "qualitative", "attention maps of SFT and CCPO on one screenshot"),
+    _a(
+        "CCPO",
+        "Figure 5",
+        "result",
+        "action-type distributions of Android Control, GUI-Odyssey and AITW",
+        by=f"{_NB0}: action_types",
+        status="partial",
+        in_registry=True,
+        note=_MINI,
+    ),
+    _a("CCPO", "Figure 6", "diagram", "shape of the coordinate-aware reward against distance (eq. 12-13)"),
+    _a("CCPO", "Figure 7", "result", "Android Control TM/GR/SR against history length 1AO-4AO (data: Table 9)"),
+    _a(
+        "CCPO",
+        "Figure 8",
+        "result",
+        "GUI-Odyssey SFT accuracy for A and AO histories of length 2, 4, 8, 12",
+        note="no numbers in the text",
+    ),
+    _a(
+        "CCPO",
+        "Figure 9",
+        "result",
+        "prompt length during training, Semi-online RL vs CCPO",
+        note="no numbers in the text",
+    ),
+    _a("CCPO", "Figure 10", "qualitative", "attention over current and three history images, CCPO vs SFT (use case)"),
+    _a("CCPO", "Figure 11", "qualitative", "attention over current and three history images, CCPO vs SFT (use case)"),
+    _a("CCPO", "Figure 12", "qualitative", "attention over current and three history images, CCPO vs SFT (use case)"),
+    _a("CCPO", "Figure 13", "qualitative", "attention over current and three history images, CCPO vs SFT (use case)"),
+    _a("CCPO", "Figure 14", "qualitative", "full-trajectory example, CCPO vs SFT"),
+    _a("CCPO", "Figure 15", "qualitative", "target-centric attention, CCPO vs SFT"),
+    _a("CCPO", "Figure 16", "qualitative", "failure case: attention over current and history images"),
+    _a("CCPO", "Figure 17", "qualitative", "failure case: attention over current and history images"),
+    _a(
+        "CCPO",
+        "Table 1",
+        "result",
+        "data set statistics: domain, tasks, average steps",
+        by=f"{_NB0}: lengths",
+        status="partial",
+        in_registry=True,
+        note=_MINI,
+    ),
+    _a(
+        "CCPO",
+        "Table 2",
+        "result",
+        "Android Control-High and GUI-Odyssey TM/GR/SR of baselines, SFT, SO-RL, CCPO",
+        by=f"{_NB1}: table2_step_metrics",
+        status="partial",
+        in_registry=True,
+        note="zero-shot and SFT rows only; MiniGUI in the tiny profile",
+    ),
+    _a("CCPO", "Table 3", "result", "Mind2Web Step SR per split and AITW Overall/ClickAvg", in_registry=True),
+    _a(
+        "CCPO",
+        "Table 4",
+        "result",
+        "training efficiency on Android Control: tokens, compression, s/step, speedup",
+        in_registry=True,
+    ),
+    _a("CCPO", "Table 5", "result", "component ablation on Android Control (SO-RL, +CASC, +CR)", in_registry=True),
+    _a("CCPO", "Table 6", "result", "compute load, token latency and step latency, SO-RL vs CCPO", in_registry=True),
+    _a(
+        "CCPO",
+        "Table 7",
+        "hyperparameters",
+        "SFT hyper-parameters per data set (AC, GUI-Odyssey, AITW, M2W)",
+        by="configs/profiles/paper-*.yaml (LoRA only; see docs/fidelity/ccpo.md)",
+    ),
+    _a(
+        "CCPO",
+        "Table 8",
+        "hyperparameters",
+        "policy-optimisation hyper-parameters per data set",
+        by="not in the configuration yet (docs/fidelity/ccpo.md)",
+    ),
+    _a("CCPO", "Table 9", "result", "Android Control TM/GR/SR for 1AO-4AO, SFT and CCPO-7B", in_registry=True),
+    _a("CCPO", "Table 10", "result", "MAX vs MIN compression variants on Android Control", in_registry=True),
+    _a("CCPO", "Table 11", "result", "AITW accuracy against the number of rollouts (2-16)", in_registry=True),
+    _a("CCPO", "Table 12", "result", "AITW accuracy and efficiency for 1AO-5AO, SO-RL vs CCPO-7B", in_registry=True),
+    _a("CCPO", "Table 13", "result", "optimized inference (CASC at inference) on Mind2Web and AITW", in_registry=True),
+    _a("CCPO", "Table 14", "result", "3B accuracy and efficiency on Android Control, SO-RL vs CCPO", in_registry=True),
+    _a("CCPO", "Table 15", "result", "7B accuracy and efficiency on Android Control for 1AO-4AO", in_registry=True),
+    _a("CCPO", "Table 16", "result", "AITW per-subset accuracy for 1AO-5AO, SFT vs CCPO-7B", in_registry=True),
+    _a("CCPO", "Table 17", "result", "AITW per-subset accuracy and ClickAvg of all models", in_registry=True),
+    _a("CCPO", "Table 18", "result", "Mind2Web Ele.Acc/Op.F1/Step SR per split of all models", in_registry=True),
+    # ------------------------------------------------------------------ Co-EPG
+    _a("Co-EPG", "Figure 1", "diagram", "the Co-EPG loop: iterative training with C-DREM and data enhancement"),
+    _a("Co-EPG", "Figure 2", "result", "Mind2Web Avg SR over three iterations, with and without GRPO (data: Table 6)"),
+    _a("Co-EPG", "Figure 3", "qualitative", "one example evolving over iterations M1-M3"),
+    _a("Co-EPG", "Figure 4", "result", "Mind2Web Avg SR against the amount of labelled step data", in_registry=True),
+    _a(
+        "Co-EPG",
+        "Figure 5",
+        "result",
+        "Step SR during GRPO with C-DREM vs a single grounding reward",
+        note="no numbers in the text",
+    ),
+    _a("Co-EPG", "Figure 6", "result", "data purity and diversity over iterations", in_registry=True),
+    _a("Co-EPG", "Figure 7", "result", "per-split Mind2Web Step SR over iterations, 3B and 7B (data: Table 6)"),
+    _a("Co-EPG", "Figure 8", "qualitative", "Mind2Web evaluation examples for M1-M3"),
+    _a("Co-EPG", "Figure 9", "qualitative", "AndroidControl evaluation examples for M1-M3 (caption not in the text)"),
+    _a(
+        "Co-EPG",
+        "Table 1",
+        "result",
+        "Multimodal-Mind2Web Ele.Acc/Op.F1/Step SR per split and Avg SR",
+        in_registry=True,
+    ),
+    _a("Co-EPG", "Table 2", "result", "AndroidControl high/low step accuracy and their mean", in_registry=True),
+    _a("Co-EPG", "Table 3", "result", "decoupled planner-grounder vs end-to-end model (Avg SR)", in_registry=True),
+    _a("Co-EPG", "Table 4", "result", "C-DREM ablation (Avg SR)", in_registry=True),
+    _a("Co-EPG", "Table 5", "result", "effect of the C-DREM prior weights (1:1:1 to 1:1:3)", in_registry=True),
+    _a("Co-EPG", "Table 6", "result", "Mind2Web results per iteration, with and without GRPO", in_registry=True),
+    _a("Co-EPG", "Table 7", "result", "AndroidControl results per iteration, with and without GRPO", in_registry=True),
+    _a("Co-EPG", "Table 8", "result", "OmniACT action score", in_registry=True),
+    _a("Co-EPG", "Table 9", "prompt", "planner prompt for Multimodal-Mind2Web"),
+    _a("Co-EPG", "Table 10", "prompt", "planner general-instruction prompt for AndroidControl"),
+    _a("Co-EPG", "Table 11", "prompt", "useful-guidelines prompt for AndroidControl"),
+    _a("Co-EPG", "Table 12", "prompt", "high-level and low-level prompt layouts for AndroidControl"),
+    _a("Co-EPG", "Table 13", "prompt", "extra prompt used during data enhancement"),
+    # ------------------------------------------------------------------ CES
+    _a("CES", "Figure 1", "diagram", "simple vs long-horizon tasks; single agent vs CES"),
+    _a(
+        "CES",
+        "Figure 2",
+        "result",
+        "temporal-order judgement accuracy against step interval",
+        note="no numbers in the text",
+    ),
+    _a("CES", "Figure 3", "diagram", "the Coordinator-Executor-State Tracker loop"),
+    _a("CES", "Figure 4", "diagram", "staged execution-feedback RL (stage 1 Coordinator, stage 2 State Tracker)"),
+    _a("CES", "Figure 5", "result", "failure-case categories, baseline vs CES", in_registry=True),
+    _a("CES", "Figure 6", "result", "training curves of Coordinator and State Tracker", note="no numbers in the text"),
+    _a(
+        "CES",
+        "Figure 7",
+        "result",
+        "model-size scaling of Coordinator and State Tracker",
+        note="no numbers in the text",
+    ),
+    _a("CES", "Figure 8", "qualitative", "long-horizon example, part 1 of 5"),
+    _a("CES", "Figure 9", "qualitative", "long-horizon example, part 2 of 5"),
+    _a("CES", "Figure 10", "qualitative", "long-horizon example, part 3 of 5"),
+    _a("CES", "Figure 11", "qualitative", "long-horizon example, part 4 of 5"),
+    _a("CES", "Figure 12", "qualitative", "long-horizon example, part 5 of 5 (caption not in the text)"),
+    _a("CES", "Table 1", "result", "Type/GR/SR on AITZ, AMEX and GUI-Odyssey", in_registry=True),
+    _a(
+        "CES",
+        "Table 2",
+        "result",
+        "baseline vs CES-P vs CES for three executors on AMEX and GUI-Odyssey",
+        in_registry=True,
+    ),
+    _a("CES", "Table 3", "result", "component and training-stage ablation", in_registry=True),
+    _a("CES", "Table 4", "hyperparameters", "staged RL hyper-parameters of Coordinator and State Tracker"),
+    # ------------------------------------------------------------------ AgentCPM-GUI
+    _a("AgentCPM-GUI", "Figure 1", "diagram", "three-stage training framework"),
+    _a("AgentCPM-GUI", "Figure 2", "qualitative", "demo episode on a real phone"),
+    _a("AgentCPM-GUI", "Table 1", "result", "CAGUI grounding: Fun2Point, Text2Point, Bbox2Text", in_registry=True),
+    _a("AgentCPM-GUI", "Table 2", "result", "TM/EM on AC-Low, AC-High, GUI-Odyssey, AITZ and CAGUI", in_registry=True),
+    _a("AgentCPM-GUI", "Table 3", "result", "before vs after reinforcement fine-tuning", in_registry=True),
+    _a("AgentCPM-GUI", "Table 4", "hyperparameters", "SFT hyper-parameters"),
+    _a("AgentCPM-GUI", "Table 5", "hyperparameters", "RFT hyper-parameters"),
+    _a(
+        "AgentCPM-GUI",
+        "Table 6",
+        "mapping",
+        "Qwen2.5-VL action mapping to the compact JSON",
+        by="guirl.methods.agentcpm.mapping",
+    ),
+    _a("AgentCPM-GUI", "Table 7", "hyperparameters", "Qwen2.5-VL inference settings"),
+    _a("AgentCPM-GUI", "Table 8", "mapping", "UI-TARS action mapping", by="guirl.methods.agentcpm.mapping"),
+    _a("AgentCPM-GUI", "Table 9", "mapping", "OS-Atlas action mapping", by="guirl.methods.agentcpm.mapping"),
+    _a("AgentCPM-GUI", "Table 10", "mapping", "OS-Genesis action mapping", by="guirl.methods.agentcpm.mapping"),
+    _a("AgentCPM-GUI", "Table 11", "mapping", "OdysseyAgent action mapping", by="guirl.methods.agentcpm.mapping"),
+    _a("AgentCPM-GUI", "Table 12", "mapping", "Aguvis action mapping", by="guirl.methods.agentcpm.mapping"),
+    # ------------------------------------------------------------------ AndroidLong (supplement)
+    _a(
+        "AndroidLong",
+        "Figure 4",
+        "result",
+        "task categories of the test set",
+        by=f"{_NB0}: categories_apps",
+        status="partial",
+        note=_MINI,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 5",
+        "result",
+        "applications of the test set",
+        by=f"{_NB0}: categories_apps",
+        status="partial",
+        note=_MINI,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 6",
+        "result",
+        "histogram of subgoals per task",
+        by=f"{_NB0}: lengths",
+        status="partial",
+        note=_MINI,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 7",
+        "result",
+        "distribution of Subgoal SR over task-model pairs",
+        note="no numbers in the text",
+    ),
+    _a("AndroidLong", "Figure 8", "result", "Task SR per model and task category", note="no numbers in the text"),
+    _a("AndroidLong", "Figure 9", "result", "Subgoal SR per model and task category", note="no numbers in the text"),
+    _a("AndroidLong", "Figure 10", "result", "Task SR per model and application", note="no numbers in the text"),
+    _a("AndroidLong", "Figure 11", "result", "Subgoal SR per model and application", note="no numbers in the text"),
+    _a("AndroidLong", "Figure 12", "qualitative", "error case: insufficient exploration"),
+    _a("AndroidLong", "Figure 13", "qualitative", "error case: turn limit exceeded"),
+    _a("AndroidLong", "Figure 14", "qualitative", "error case: insufficient reflection"),
+    _a("AndroidLong", "Figure 15", "qualitative", "error case: inconsistency"),
+    _a("AndroidLong", "Figure 16", "qualitative", "trajectory of SFT without memory"),
+    _a("AndroidLong", "Figure 17", "qualitative", "trajectory of SFT + GRPO without memory"),
+    _a("AndroidLong", "Figure 18", "qualitative", "trajectory of SFT with memory"),
+    _a("AndroidLong", "Figure 19", "qualitative", "trajectory of SFT + GRPO with memory"),
+    _a(
+        "AndroidLong",
+        "Table 6",
+        "result",
+        "Task SR mean and std over three runs of the trained models",
+        by=f"{_NB1}: online_task_sr",
+        status="partial",
+        in_registry=True,
+        note="SFT row only, on MiniGUI; the runs differ from the paper's protocol (docs/fidelity/androidlong.md)",
+    ),
+    _a("AndroidLong", "Table 7", "hyperparameters", "RL hyper-parameters"),
+    _a(
+        "AndroidLong",
+        "Table 8",
+        "result",
+        "Subgoal and Task SR per model: Bluecoins, Calendar, Clock",
+        in_registry=True,
+    ),
+    _a("AndroidLong", "Table 9", "result", "Subgoal and Task SR per model: Contacts, Map, Pimusic", in_registry=True),
+)
+
+
+def artefacts(paper: str | None = None) -> pd.DataFrame:
+    """:data:`ARTEFACTS` as a DataFrame (one paper when ``paper`` is a short name or slug)."""
+    items = ARTEFACTS if paper is None else tuple(a for a in ARTEFACTS if a.paper == get_paper(paper).name)
+    return pd.DataFrame([asdict(a) for a in items])
+
+
+def _check_artefacts() -> None:
+    seen: set[tuple[str, str]] = set()
+    for a in ARTEFACTS:
+        k = (a.paper, a.id)
+        if k in seen:
+            raise ValueError(f"ARTEFACTS lists {a.paper} {a.id} twice")
+        seen.add(k)
+
+
+_check_artefacts()
