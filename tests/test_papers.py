@@ -327,6 +327,21 @@ def test_every_table_and_figure_is_listed_once(paper, n_tables, n_figures, first
     assert not a.duplicated("id").any()
 
 
+def test_index_markdown_counts_results():
+    from guirl.papers import index_markdown
+
+    md = index_markdown()
+    results = [a for a in ARTEFACTS if a.kind == "result"]
+    partial = sum(a.status == "partial" for a in results)
+    assert f"Result tables and figures: {len(results)};" in md
+    assert f"partial {partial}," in md
+    # one table row per artefact, under its paper's heading
+    assert sum(line.startswith("| Table ") or line.startswith("| Figure ") for line in md.splitlines()) == len(
+        ARTEFACTS
+    )
+    assert md.index("## CCPO") < md.index("| Table 18 | result |") < md.index("## Co-EPG")
+
+
 def test_artefact_notebooks_exist():
     for a in ARTEFACTS:
         if a.status in ("regenerated", "partial"):
