@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -425,3 +426,64 @@ def test_check_script_missing_paper_file(tmp_path, capsys):
     (papers / "000_e57e800ca0795f95.txt").unlink()
     assert CHECK.main([str(papers), "--registry", str(reg), "--paper", "CCPO"]) == 2
     assert "paper text of CCPO not found" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the audit files
+AUDIT = ROOT / "docs" / "fidelity"
+STATUSES = ("paper", "deviation", "not implemented")
+
+
+def _audit_rows(name: str) -> list[list[str]]:
+    rows = []
+    for line in (AUDIT / f"{name}.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 7 and cells[0].split("-")[-1].isdigit() and "-" in cells[0]:
+            rows.append(cells)
+    return rows
+
+
+@pytest.mark.parametrize("name", ["ccpo", "coepg", "ces", "agentcpm", "androidlong"])
+def test_audit_rows_have_valid_ids_statuses_and_tests(name):
+    rows = _audit_rows(name)
+    assert rows, name
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(set(ids)), f"docs/fidelity/{name}.md: duplicate row ids"
+    for r in rows:
+        assert r[5] in STATUSES, f"docs/fidelity/{name}.md {r[0]}: status {r[5]!r}"
+        if r[5] == "deviation":
+            assert r[6], f"docs/fidelity/{name}.md {r[0]}: a deviation needs the proposed fix"
+        path = ""
+        for cited, names in re.findall(r"`(tests/[\w/]+\.py)?(?:::([\w:]+))?`", r[4]):
+            if not cited and not names:
+                continue
+            path = cited or path  # "`::name`" refers to the file cited before it
+            assert path, f"docs/fidelity/{name}.md {r[0]}: '::{names}' without a test file before it"
+            src = ROOT / path
+            assert src.is_file(), f"docs/fidelity/{name}.md {r[0]} cites {path}, which does not exist"
+            text = src.read_text(encoding="utf-8")
+            for n in filter(None, names.split("::")):
+                assert re.search(rf"^\s*(?:def|class) {n}\b", text, re.M), (
+                    f"docs/fidelity/{name}.md {r[0]} cites {path}::{names}; {n} does not exist, update the row"
+                )
+
+
+def test_audit_summary_counts_match_the_files():
+    table = (AUDIT / "README.md").read_text(encoding="utf-8")
+    total = [0, 0, 0, 0]
+    for name, label in (
+        ("ccpo", "CCPO"),
+        ("coepg", "Co-EPG"),
+        ("ces", "CES"),
+        ("agentcpm", "AgentCPM-GUI"),
+        ("androidlong", "AndroidLong"),
+    ):
+        rows = _audit_rows(name)
+        counts = [len(rows), *(sum(r[5] == s for r in rows) for s in STATUSES)]
+        total = [a + b for a, b in zip(total, counts)]
+        m = re.search(rf"^\| {re.escape(label)}[^|]* \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", table, re.M)
+        assert m, label
+        assert [int(g) for g in m.groups()] == counts, label
+    m = re.search(
+        r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \|$", table, re.M
+    )
+    assert m and [int(g) for g in m.groups()] == total
