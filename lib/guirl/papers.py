@@ -383,7 +383,7 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 7",
         "hyperparameters",
         "SFT hyper-parameters per data set (AC, GUI-Odyssey, AITW, M2W)",
-        by="configs/profiles/paper-*.yaml (LoRA only; see docs/fidelity/ccpo.md)",
+        by="configs/profiles/base/paper.yaml (LoRA only; see docs/fidelity/ccpo.md)",
     ),
     _a(
         "CCPO",
