@@ -1,4 +1,7 @@
-"""Table-driven tests of guirl.metrics.step.score_step under every named protocol."""
+"""Table-driven tests of guirl.metrics.step.score_step under every named protocol.
+
+The rules themselves are tested in tests/test_matching.py; that every protocol scores exactly as
+before the matching engine, in tests/test_matching_equivalence.py."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import math
 import pytest
 
 from guirl.actions.types import Action, ParseResult
+from guirl.matching import RULES, ClickRule, RuleSet, click_match
 from guirl.metrics import PROTOCOLS, Protocol, aggregate_steps, breakdown_by_type, get_protocol, score_step
-from guirl.metrics.step import StepScore, click_correct, levenshtein_ratio, text_matches
+from guirl.metrics.step import StepScore
 
 
 def click(x, y):
@@ -258,51 +262,34 @@ def test_registry_has_required_protocols():
         "mind2web",
         "ces",
         "ccpo",
+        "coepg",
     ]:
         p = get_protocol(name)
         assert p.name == name and p.source
-    assert get_protocol("agentcpm_androidcontrol").nearest_k == 5
+        assert p.rules is RULES[name]  # a protocol is a name + a rule set of the engine + provenance
+    assert get_protocol("agentcpm_androidcontrol").rules.click.nearest_k == 5
     with pytest.raises(KeyError, match="unknown protocol"):
         get_protocol("nope")
 
 
-@pytest.mark.parametrize(
-    "kw, msg",
-    [
-        ({"box_mode": "weird", "distance_threshold": 0.1}, "box_mode"),  # unknown click rule
-        ({"box_mode": "nearest_k"}, "nearest_k"),  # k missing
-        ({"box_mode": "none"}, "no box rule"),  # nothing could ever be correct
-        ({"text_rule": "fuzzy", "distance_threshold": 0.1}, "text_rule"),  # unknown text rule
-    ],
-)
-def test_protocol_validation(kw, msg):
-    with pytest.raises(ValueError, match=msg):
-        Protocol(name="bad", **kw)
+def test_protocol_with_unknown_rule_set_names_it():
+    with pytest.raises(ValueError, match="Protocol 'bad'.*unknown matching rule set 'nope'"):
+        Protocol(name="bad", rules="nope")
 
 
 def test_custom_protocol_object_accepted():
-    p = Protocol(name="tight", distance_threshold=0.01)
+    p = Protocol(name="tight", rules=RuleSet("tight", ClickRule(distance_threshold=0.01)))
     assert not score_step(click(0.52, 0.5), GT_C, p).exact
-    assert click_correct((0.505, 0.5), (0.5, 0.5), p)
+    assert click_match((0.505, 0.5), (0.5, 0.5), p.rules.click)
 
 
-@pytest.mark.parametrize(
-    "a, b, expected",
-    [
-        ("", "", 1.0),  # both empty
-        ("abc", "abc", 1.0),  # identical
-        ("abc", "xyz", 0.0),  # nothing shared
-        ("hello wrld", "hello world", 20 / 21),  # one deletion: 2*10/21
-    ],
-)
-def test_levenshtein_ratio(a, b, expected):
-    assert levenshtein_ratio(a, b) == pytest.approx(expected)
-
-
-def test_text_matches_exact_rule():
-    p = Protocol(name="ex", distance_threshold=0.1, text_rule="exact")
-    assert text_matches("  Hello  World ", "hello world", p)
-    assert not text_matches("hello", "hello world", p)
+def test_rule_set_scores_like_a_protocol():
+    # a bare rule set (here a reward's) can be scored with the metrics: CCPO's reward rules
+    # accept "milk" for "buy milk and eggs" (containment), the ccpo protocol does not (F1 0.4)
+    gt, pred = typ("buy milk and eggs"), typ("milk")
+    assert score_step(pred, gt, RULES["ccpo_reward"]).exact
+    assert not score_step(pred, gt, "ccpo").exact
+    assert get_protocol(RULES["ccpo_reward"]).name == "ccpo_reward"
 
 
 from hypothesis import given, settings  # noqa: E402

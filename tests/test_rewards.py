@@ -1,5 +1,7 @@
 """Tests for guirl.rewards: one class per paper reward (table-driven), property tests on ranges,
-the CCPO linear form vs a transcription of the released code, and the TRL adapters."""
+the CCPO linear form vs a transcription of the released code, each reward's matching rule set
+against its paper's evaluator protocol, and the TRL adapters. The matching rules themselves are
+tested in tests/test_matching.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guirl.actions.types import Action, ActionType, ParseResult
-from guirl.methods import REWARDS, get_reward
+from guirl.matching import RULES, rules_differ
+from guirl.methods import REWARDS, all_methods, get_reward
+from guirl.methods import get as get_method
 from guirl.methods.agentcpm.reward import agentcpm_reward
 from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_reward
 from guirl.methods.ces.reward import CESConfig, ces_reward
@@ -24,9 +28,10 @@ from guirl.methods.coepg.reward import (
     grounding_confidence,
 )
 from guirl.methods.semi_online.reward import UIS1Config, uis1_reward
+from guirl.metrics import get_protocol, score_step
 from guirl.rewards import GroundTruth, RewardInputError, RewardResult
-from guirl.rewards.base import click_hit, distance_to_box, text_matches
-from guirl.rewards.guir1 import guir1_reward
+from guirl.rewards.base import match_gt
+from guirl.rewards.guir1 import GUIR1Config, guir1_reward
 from guirl.rewards.trl import as_trl_components, as_trl_reward, completion_text, format_parser
 
 HYP = settings(max_examples=150, deadline=None)
@@ -57,41 +62,17 @@ FAIL = ParseResult.fail("no json")
 # ----------------------------------------------------------------------------- shared helpers
 class TestHelpers:
     @pytest.mark.parametrize(
-        "p, box, expected",
+        "pred, rules, expected",
         [
-            ((0.5, 0.45), BOX, 0.0),  # inside
-            ((0.7, 0.45), BOX, 0.1),  # right of the box
-            ((0.7, 0.6), BOX, math.hypot(0.1, 0.1)),  # diagonal from the corner
+            (click(0.41, 0.41), "agentcpm_reward", True),  # inside the gt box
+            (click(0.39, 0.45), "agentcpm_reward", True),  # outside the box, 0.11 from the point
+            (click(0.39, 0.45), "uis1_reward", True),  # inside the 1.2x box (edge at 0.38)
+            (click(0.5, 0.58), "uis1_reward", False),  # 0.13 from the point: beyond 0.04, outside 1.2x
+            (click(0.4, 0.45), "guir1_reward", False),  # on the box edge: GUI-R1 compares strictly
         ],
     )
-    def test_distance_to_box(self, p, box, expected):
-        assert distance_to_box(p, box) == pytest.approx(expected)
-
-    @pytest.mark.parametrize(
-        "p, kw, expected",
-        [
-            ((0.41, 0.41), dict(radius=None), True),  # inside the box
-            ((0.39, 0.45), dict(radius=None), False),  # just outside, no radius
-            ((0.39, 0.45), dict(radius=None, box_scale=1.2), True),  # inside the 1.2x box
-            ((0.5, 0.58), dict(radius=0.14), True),  # outside box, within 0.14 of the point
-            ((0.5, 0.60), dict(radius=0.14, use_boxes=False), False),  # 0.15 away
-            ((0.4, 0.45), dict(radius=None, strict_box=True), False),  # on the edge, strict
-        ],
-    )
-    def test_click_hit(self, p, kw, expected):
-        assert click_hit(p, CLICK_GT, **kw) is expected
-
-    @pytest.mark.parametrize(
-        "pred, gt, rule, strict, expected",
-        [
-            ("Hello", "hello world", "contains", False, True),  # containment
-            ("hello there", "hello world", "f1", False, True),  # F1 = 0.5 >= 0.5
-            ("hello there", "hello world", "f1", True, False),  # F1 = 0.5, not > 0.5
-            ("HELLO  world", "hello world", "exact", False, True),  # normalised equality
-        ],
-    )
-    def test_text_matches(self, pred, gt, rule, strict, expected):
-        assert text_matches(pred, gt, rule=rule, f1_strict=strict) is expected
+    def test_match_gt_applies_the_named_rules(self, pred, rules, expected):
+        assert match_gt(pred, CLICK_GT, rules).exact is expected
 
     def test_ground_truth_from_row(self):
         row = {
@@ -259,8 +240,10 @@ class TestCES:
         assert r.total == pytest.approx(0.9) and r.components["format"] == 0.0
 
     def test_scroll_without_direction_check(self):
+        # the released code's scroll() has no argument: the rule set "ces_reward_code"
         pred = ok(Action(type="scroll", direction="down", convention="finger"))
-        assert ces_reward(pred, SCROLL_GT, cfg=CESConfig(check_scroll_direction=False)).total == pytest.approx(1.0)
+        assert ces_reward(pred, SCROLL_GT, cfg=CESConfig(rules="ces_reward_code")).total == pytest.approx(1.0)
+        assert ces_reward(pred, SCROLL_GT, cfg=self.CFG).total == pytest.approx(0.28)
 
 
 # ----------------------------------------------------------------------------- AgentCPM-GUI
@@ -324,6 +307,65 @@ class TestUIS1:
     def test_thought_optional(self):
         r = uis1_reward(ok(click(0.5, 0.45), thought=None), CLICK_GT, cfg=UIS1Config(require_thought=False))
         assert r.total == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------- reward rules vs evaluator
+WIDE = GroundTruth(Action(type="click", point=(0.5, 0.5)), box=(0.2, 0.4, 0.8, 0.6))  # 1.2x: x in [0.14, 0.86]
+
+# (method, pred, gt, exact under the reward's rules, exact under the method's eval protocol)
+DISAGREEMENTS = [
+    # CCPO: the reward compares text by containment (released code), the protocol by token F1 >= 0.5
+    # ("milk" vs "buy milk and eggs": F1 = 0.4)
+    ("ccpo", typed("milk"), GroundTruth(typed("buy milk and eggs")), True, False),
+    # AgentCPM-GUI: the reward takes the gt box as annotated, else 0.14; the evaluator enlarges the
+    # boxes containing the gt point 1.2x: (0.84, 0.5) is outside the box, 0.34 from the point,
+    # inside the enlarged box
+    ("agentcpm", click(0.84, 0.5), WIDE, False, True),
+    # CES: the reward's token F1 must be > 0.5 (CES eq. 25); the protocol takes F1 >= 0.5
+    ("ces", typed("hello there"), TYPE_GT, False, True),
+    # CES: finished() carries no status in the reward; the protocol compares it
+    ("ces", Action(type="terminate", status="fail"), TERM_GT, True, False),
+    # Co-EPG: the value needs F1 > 0.5 (strict); the protocol takes F1 >= 0.5
+    ("coepg", typed("hello there"), TYPE_GT, False, True),
+    # UI-S1 (trained with its reward, evaluated with CCPO's protocol): a click inside the 1.2x gt
+    # box, 0.34 from the gt point, is right for the reward, wrong for "within 0.1"
+    ("semi_online", click(0.84, 0.5), WIDE, True, False),
+]
+
+
+class TestRewardRulesVsEvaluator:
+    def test_each_reward_trains_with_the_rule_set_its_method_declares(self):
+        for m in all_methods():
+            if m.reward is None:
+                assert m.reward_rules is None, m.name
+                continue
+            assert m.reward_rules in RULES, m.name
+            assert m.reward.config_cls().rules == m.reward_rules, m.name  # one source: the config default
+        assert GUIR1Config().rules == "guir1_reward" and "guir1_reward" in RULES
+
+    def test_every_declared_difference_is_real_and_shown(self):
+        # a method that declares reward rules of its own differs from its evaluator in some field,
+        # and the table above shows a concrete step on which they disagree
+        shown = {row[0] for row in DISAGREEMENTS}
+        for m in all_methods():
+            if m.reward_rules is None:
+                continue
+            assert rules_differ(m.reward_rules, get_protocol(m.eval_protocol).rules), m.name
+            assert m.name in shown, m.name
+
+    @pytest.mark.parametrize("method, pred, gt, reward_ok, eval_ok", DISAGREEMENTS, ids=lambda x: str(x)[:20])
+    def test_disagreement(self, method, pred, gt, reward_ok, eval_ok):
+        m = get_method(method)
+        kw = {"gt_box": gt.box, "candidate_boxes": gt.candidate_boxes}
+        assert score_step(pred, gt.action, RULES[m.reward_rules], **kw).exact is reward_ok
+        assert score_step(pred, gt.action, m.eval_protocol, **kw).exact is eval_ok
+
+    def test_the_two_known_disagreements_in_reward_values(self):
+        # CCPO: full reward for "milk" against "buy milk and eggs", yet a wrong step under "ccpo"
+        assert ccpo_reward(ok(typed("milk")), GroundTruth(typed("buy milk and eggs"))).total == pytest.approx(1.0)
+        # AgentCPM-GUI: reward 0 for a click the evaluator counts as an exact match
+        assert agentcpm_reward(ok(click(0.84, 0.5)), WIDE).total == 0.0
+        assert score_step(click(0.84, 0.5), WIDE.action, "agentcpm", gt_box=WIDE.box).exact
 
 
 # ----------------------------------------------------------------------------- properties

@@ -3,7 +3,7 @@
 A point is ``(x, y)``; a box is ``(x1, y1, x2, y2)`` with ``x1 <= x2`` and ``y1 <= y2``.
 Unless a function says otherwise both are normalised to ``[0, 1]`` by the screen's width
 and height, and distances are Euclidean in that per-axis normalised space (the convention of
-every public evaluator in ``shared/notes/stack-facts.md``).
+every public evaluator, ``docs/metrics.md``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ def distance(p: Sequence[float], q: Sequence[float]) -> float:
     return math.hypot(p[0] - q[0], p[1] - q[1])
 
 
+def distance_to_box(p: Sequence[float], box: Sequence[float]) -> float:
+    """Euclidean distance from ``p`` to the closest point of ``box`` (0 inside or on an edge)."""
+    x1, y1, x2, y2 = box
+    dx = max(x1 - p[0], 0.0, p[0] - x2)
+    dy = max(y1 - p[1], 0.0, p[1] - y2)
+    return math.hypot(dx, dy)
+
+
 def box_center(box: Sequence[float]) -> Point:
     """Centre ``((x1 + x2) / 2, (y1 + y2) / 2)`` of a box."""
     x1, y1, x2, y2 = box
@@ -40,7 +48,13 @@ def box_area(box: Sequence[float]) -> float:
 
 
 def enlarge_box(box: Sequence[float], factor: float) -> Box:
-    """Scale a box about its centre by ``factor`` (UI-S1 uses 1.2). Not clamped."""
+    """Scale a box about its centre by ``factor`` (UI-S1 uses 1.2). Not clamped.
+
+    At ``factor=1.0`` the result can differ from ``box`` in the last bit (centre +- half-size
+    is not exact in floating point); the evaluator protocols keep that behaviour until their
+    golden files are reproduced (issue 11). Callers that want the box as annotated skip the
+    call (``guirl.matching.ClickRule(box_enlarge=None)``).
+    """
     cx, cy = box_center(box)
     hw = (box[2] - box[0]) * factor / 2.0
     hh = (box[3] - box[1]) * factor / 2.0

@@ -1,10 +1,9 @@
-"""Text matching rules used by the public evaluators (see ``shared/notes/stack-facts.md``).
+"""Text similarity primitives behind the text rules of :mod:`guirl.matching`.
 
-* containment after lower/strip (AgentCPM-GUI, UI-S1),
-* containment or ANLS >= 0.5 (GUI-Odyssey),
-* token F1 >= 0.5 (GUI-R1, CES, Co-EPG).
-
-All functions are pure and total: empty strings are handled explicitly.
+Normalisation, token F1, containment, Levenshtein distance and ratio, ANLS, and contiguous word
+phrases. Which primitive a protocol or a reward uses, with which threshold, is data
+(:class:`guirl.matching.TextRule`); this module only computes. All functions are pure and total:
+empty strings are handled explicitly.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import re
 from collections import Counter
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 def normalize_text(s: str) -> str:
@@ -71,3 +71,37 @@ def anls(pred: str, gt: str, threshold: float = 0.5) -> float:
         return 1.0
     sim = 1.0 - levenshtein(a, b) / max(len(a), len(b))
     return sim if sim >= threshold else 0.0
+
+
+def levenshtein_ratio(a: str, b: str) -> float:
+    """``1 - indel_distance / (|a| + |b|)`` on normalised strings (python-Levenshtein's
+    ``ratio``: insert/delete cost 1, substitution 2), in ``[0, 1]``; 1.0 for two empty strings."""
+    a, b = normalize_text(a), normalize_text(b)
+    if not a and not b:
+        return 1.0
+    # LCS length by dynamic programming; indel distance = |a| + |b| - 2 * LCS.
+    prev = [0] * (len(b) + 1)
+    for ca in a:
+        cur = [0]
+        for j, cb in enumerate(b, start=1):
+            cur.append(prev[j - 1] + 1 if ca == cb else max(prev[j], cur[j - 1]))
+        prev = cur
+    lcs = prev[-1]
+    return 2.0 * lcs / (len(a) + len(b))
+
+
+def words(s: str) -> list[str]:
+    """Lower-cased ASCII letter/digit runs (``[a-z0-9]+``): punctuation and other scripts split words."""
+    return _WORD.findall(s.lower())
+
+
+def phrase_match(text: str, phrase: str) -> bool:
+    """True when ``phrase``'s :func:`words` appear contiguously, in order, in ``text``'s.
+
+    "555-1234" is in "Ann's number is 555-1234"; "on" is not in "Location is off". An empty
+    phrase is in nothing.
+    """
+    a, e = words(text), words(phrase)
+    if not e:
+        return False
+    return any(a[i : i + len(e)] == e for i in range(len(a) - len(e) + 1))

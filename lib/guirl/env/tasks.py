@@ -14,7 +14,6 @@ Each template has an id (``"contacts.add"``) so that splits can hold out whole t
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from guirl.env.state import (
     Note,
     PhoneState,
 )
+from guirl.matching import TEXT_RULES, text_match
 
 Predicate = Callable[[PhoneState], bool]
 Subgoal = tuple[str, Predicate]
@@ -152,19 +152,13 @@ def random_world(rng: random.Random) -> PhoneState:
 
 
 # ============================================================== answers
-def _tokens(s: str | None) -> list[str]:
-    return re.findall(r"[a-z0-9]+", (s or "").lower())
-
-
 def text_matches(answer: str | None, expected: str) -> bool:
-    """True when ``expected``'s tokens appear contiguously in ``answer`` (lower-cased, punctuation-free).
+    """True when ``expected``'s words appear contiguously in ``answer`` (lower-cased, punctuation-free):
+    the named text rule ``"minigui_answer"`` of :data:`guirl.matching.TEXT_RULES`.
 
     "555-1234" matches "Ann's number is 555-1234"; "on" does not match "Location is off".
     """
-    a, e = _tokens(answer), _tokens(expected)
-    if not e:
-        return False
-    return any(a[i : i + len(e)] == e for i in range(len(a) - len(e) + 1))
+    return text_match(answer, expected, TEXT_RULES["minigui_answer"])
 
 
 # ============================================================== task

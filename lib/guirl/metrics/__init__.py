@@ -13,9 +13,7 @@ from guirl.metrics.step import (
     StepScore,
     aggregate_steps,
     breakdown_by_type,
-    click_correct,
     score_step,
-    text_matches,
 )
 
 __all__ = [
@@ -26,8 +24,6 @@ __all__ = [
     "score_step",
     "aggregate_steps",
     "breakdown_by_type",
-    "click_correct",
-    "text_matches",
     "episode_success",
     "goal_progress",
     "aggregate_episodes",

@@ -1,4 +1,4 @@
-"""Shared types and matching helpers for the reward functions of :mod:`guirl.rewards`.
+"""Shared types and helpers for the reward functions of :mod:`guirl.rewards`.
 
 Every reward in this package is a *pure* function ``fn(pred, gt, *, cfg=..., **extras) -> RewardResult``:
 
@@ -11,30 +11,24 @@ Every reward in this package is a *pure* function ``fn(pred, gt, *, cfg=..., **e
 * The result is a :class:`RewardResult` with the scalar ``total`` and the named ``components`` it
   was built from (for logging).
 
-Scroll directions are compared after converting the prediction into the ground truth's
-convention (:meth:`Action.in_convention`), so a "finger up" swipe matches a "content down" label.
-Papers whose code flips directions do so because their converted data mixed conventions; here the
-convention travels with the action instead.
+Whether a click, a text or another argument is right is decided by the matching engine
+(:mod:`guirl.matching`) under the rule set the reward names (its config's ``rules``, declared
+as ``Method.reward_rules``); :func:`match_gt` applies it to a :class:`GroundTruth`. Scroll
+directions are compared in one convention (every canonical scroll carries its own), so a
+"finger up" swipe matches a "content down" label.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from guirl.actions.types import (
-    COORDINATE_TYPES,
-    TEXT_TYPES,
-    Action,
-    ActionError,
-    ActionType,
-    ParseResult,
-)
-from guirl.geometry import Box, Point, box_center, distance, enlarge_box, point_in_box
-from guirl.textmatch import contains_match, normalize_text, token_f1
+from guirl.actions.types import Action, ActionError, ParseResult
+from guirl.geometry import Box
+from guirl.matching import RuleSet, StepMatch, get_rules, match_step
 
 __all__ = [
     "RewardResult",
@@ -42,15 +36,7 @@ __all__ = [
     "RewardSpec",
     "RewardInputError",
     "as_parse_result",
-    "type_matches",
-    "gt_point",
-    "gt_boxes",
-    "distance_to_box",
-    "min_target_distance",
-    "click_hit",
-    "text_matches",
-    "direction_matches",
-    "non_coordinate_args_match",
+    "match_gt",
 ]
 
 
@@ -181,141 +167,7 @@ def as_parse_result(pred: ParseResult | Action | None) -> ParseResult:
     raise TypeError(f"prediction must be ParseResult, Action or None, got {type(pred).__name__}")
 
 
-def type_matches(pred: Action, gt: Action) -> bool:
-    """Same :class:`ActionType`."""
-    return pred.type is gt.type
-
-
-def gt_point(gt: GroundTruth) -> Point | None:
-    """Ground-truth point: ``gt.action.point``, else the centre of ``gt.box``, else ``None``."""
-    if gt.action.point is not None:
-        return gt.action.point
-    if gt.box is not None:
-        return box_center(gt.box)
-    return None
-
-
-def gt_boxes(gt: GroundTruth, *, include_candidates: bool = True) -> list[Box]:
-    """``[gt.box] + candidate_boxes`` (those present)."""
-    out: list[Box] = [gt.box] if gt.box is not None else []
-    if include_candidates:
-        out.extend(gt.candidate_boxes)
-    return out
-
-
-def distance_to_box(p: Sequence[float], box: Sequence[float]) -> float:
-    """Euclidean distance from ``p`` to the closest point of ``box`` (0 inside), normalised units."""
-    x1, y1, x2, y2 = box
-    dx = max(x1 - p[0], 0.0, p[0] - x2)
-    dy = max(y1 - p[1], 0.0, p[1] - y2)
-    return math.hypot(dx, dy)
-
-
-def min_target_distance(p: Sequence[float], gt: GroundTruth, *, include_candidates: bool = True) -> float | None:
-    """Smallest distance from ``p`` to the gt point or to any gt/candidate box; ``None`` if no target."""
-    ds: list[float] = []
-    q = gt.action.point
-    if q is not None:
-        ds.append(distance(p, q))
-    ds.extend(distance_to_box(p, b) for b in gt_boxes(gt, include_candidates=include_candidates))
-    return min(ds) if ds else None
-
-
-def click_hit(
-    p: Sequence[float] | None,
-    gt: GroundTruth,
-    *,
-    radius: float | None,
-    use_boxes: bool = True,
-    box_scale: float = 1.0,
-    include_candidates: bool = True,
-    strict_box: bool = False,
-) -> bool:
-    """Click correctness shared by the evaluators (``shared/notes/stack-facts.md``).
-
-    True when ``p`` lies inside one of the gt boxes (scaled by ``box_scale`` about its centre;
-    ``strict_box`` excludes the edges, as GUI-R1's ``<`` comparison does) or, when ``radius`` is
-    given, within ``radius`` (normalised Euclidean) of the gt point.
-    """
-    if p is None:
-        return False
-    if use_boxes:
-        for b in gt_boxes(gt, include_candidates=include_candidates):
-            bb = enlarge_box(b, box_scale) if box_scale != 1.0 else b
-            if strict_box:
-                if bb[0] < p[0] < bb[2] and bb[1] < p[1] < bb[3]:
-                    return True
-            elif point_in_box(p, bb):
-                return True
-    if radius is not None:
-        q = gt_point(gt)
-        if q is not None and distance(p, q) <= radius:
-            return True
-    return False
-
-
-TextRule = Literal["contains", "exact", "f1"]
-
-
-def text_matches(
-    pred: str | None,
-    gt: str | None,
-    *,
-    rule: TextRule,
-    f1_threshold: float = 0.5,
-    f1_strict: bool = False,
-) -> bool:
-    """Text argument correctness.
-
-    ``contains``: either normalised string contains the other (AgentCPM-GUI, UI-S1, CCPO);
-    ``exact``: equal after normalisation; ``f1``: token F1 ``>= f1_threshold`` (``>`` when
-    ``f1_strict``, as in the CES and Co-EPG code) (GUI-R1, CES, Co-EPG).
-    """
-    if pred is None or gt is None:
-        return False
-    if rule == "contains":
-        return contains_match(pred, gt)
-    if rule == "exact":
-        return normalize_text(pred) == normalize_text(gt)
-    if rule == "f1":
-        f1 = token_f1(pred, gt)
-        return f1 > f1_threshold if f1_strict else f1 >= f1_threshold
-    raise ValueError(f"unknown text rule {rule!r}; expected contains, exact or f1")
-
-
-def direction_matches(pred: Action, gt: Action) -> bool:
-    """Scroll directions agree once the prediction is expressed in the gt's convention."""
-    if gt.direction is None or pred.direction is None or gt.convention is None:
-        return False
-    return pred.in_convention(gt.convention).direction == gt.direction
-
-
-def non_coordinate_args_match(
-    pred: Action,
-    gt: Action,
-    *,
-    text_rule: TextRule,
-    f1_threshold: float = 0.5,
-    f1_strict: bool = False,
-    check_status: bool = True,
-    check_direction: bool = True,
-) -> bool:
-    """Argument check for the non-coordinate action types (types must already match).
-
-    type/answer/open_app: text rule; scroll: direction; press: key; terminate: status (when
-    ``check_status``); wait: always true.
-    """
-    t = gt.type
-    if t in TEXT_TYPES:
-        return text_matches(pred.text, gt.text, rule=text_rule, f1_threshold=f1_threshold, f1_strict=f1_strict)
-    if t is ActionType.SCROLL:
-        return direction_matches(pred, gt) if check_direction else True
-    if t is ActionType.PRESS:
-        return pred.key == gt.key
-    if t is ActionType.TERMINATE:
-        return (pred.status == gt.status) if check_status else True
-    if t is ActionType.WAIT:
-        return True
-    if t in COORDINATE_TYPES:
-        raise ValueError(f"{t.value} is a coordinate action; use click_hit / the paper's coordinate rule")
-    raise ValueError(f"no argument rule for action type {t.value}")
+def match_gt(pred: Action, gt: GroundTruth, rules: str | RuleSet) -> StepMatch:
+    """:func:`guirl.matching.match_step` of ``pred`` against a :class:`GroundTruth` (its action,
+    target box and candidate boxes) under the named rule set."""
+    return match_step(pred, gt.action, get_rules(rules), gt_box=gt.box, candidate_boxes=gt.candidate_boxes)

@@ -7,35 +7,28 @@ type matches; then: click-type actions are right inside the gt box when one is g
 140 on a 0-1000 grid); type/select/scroll compare their text argument by token F1 ``>= 0.5``
 (for scroll the argument is the direction word, so we compare directions); every other type is
 right once the type matches. The original code only checks coordinates for ``click``; we apply
-the click rule to all coordinate types. Range ``[0, 1]``.
+the click rule to all coordinate types. The rules are the matching rule set ``"guir1_reward"``
+(``GUIR1Config.rules``); the evaluator protocol ``"guir1"`` measures distance only (strict
+``< 0.14``) and checks the press key. Range ``[0, 1]``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ActionType, ParseResult
-from guirl.rewards.base import (
-    GroundTruth,
-    RewardResult,
-    as_parse_result,
-    click_hit,
-    direction_matches,
-    text_matches,
-    type_matches,
-)
+from guirl.actions.types import Action, ParseResult
+from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result, match_gt
 
 __all__ = ["GUIR1Config", "guir1_accuracy", "guir1_reward"]
 
 
 @dataclass(frozen=True)
 class GUIR1Config:
-    """GUI-R1 weights and thresholds (released code)."""
+    """GUI-R1 weights (released code) and the matching rule set (its thresholds)."""
 
     format_weight: float = 0.2  # r1gui_compute_score
     accuracy_weight: float = 0.8  # r1gui_compute_score
-    click_radius: float = 0.14  # r1gui: 140 on the 0-1000 grid
-    text_f1_threshold: float = 0.5  # r1gui: calculate_f1_score(...) >= 0.5
+    rules: str = "guir1_reward"  # guirl.matching.RULES: 0.14 (140 on 0-1000), F1 >= 0.5
 
     @property
     def high(self) -> float:
@@ -43,22 +36,8 @@ class GUIR1Config:
 
 
 def guir1_accuracy(pred: Action, gt: GroundTruth, cfg: GUIR1Config = GUIR1Config()) -> bool:
-    if not type_matches(pred, gt.action):
-        return False
-    g = gt.action
-    if g.type in COORDINATE_TYPES:
-        if gt.box is not None:
-            ok = click_hit(pred.point, gt, radius=None, include_candidates=False, strict_box=True)
-        else:
-            ok = click_hit(pred.point, gt, radius=cfg.click_radius, use_boxes=False)
-        if g.type is ActionType.SELECT and g.text is not None:
-            ok = ok and text_matches(pred.text, g.text, rule="f1", f1_threshold=cfg.text_f1_threshold)
-        return ok
-    if g.type is ActionType.SCROLL:
-        return direction_matches(pred, g)
-    if g.type in TEXT_TYPES:
-        return text_matches(pred.text, g.text, rule="f1", f1_threshold=cfg.text_f1_threshold)
-    return True
+    """GUI-R1's accuracy term: type and arguments right under ``cfg.rules``."""
+    return match_gt(pred, gt, cfg.rules).exact
 
 
 def guir1_reward(

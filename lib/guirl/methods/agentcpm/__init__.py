@@ -20,6 +20,7 @@ METHOD = Method(
     system_prompt="agentcpm",
     eval_protocol="agentcpm",
     reward=RewardSpec("agentcpm", agentcpm_reward, AgentCPMConfig, -1.0, 1.0, "AgentCPM-GUI Sec. 2.5 (RFT reward)"),
+    reward_rules="agentcpm_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     notebooks=("07_agentcpm_androidlong",),
     summary="compact JSON actions, unified mapping, grounding pre-training, SFT and GRPO",
 )

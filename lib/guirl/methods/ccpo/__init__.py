@@ -22,6 +22,7 @@ METHOD = Method(
     reward=RewardSpec(
         "ccpo", ccpo_reward, CCPOConfig, 0.0, CCPOConfig().high, "CCPO eqs. 11-13 (distance-based reward)"
     ),
+    reward_rules="ccpo_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",
 )

@@ -10,7 +10,9 @@ this session, so the shape and constants below come from the released code:
   credit 1 within tau_min of the target, linearly falling to w_min at tau_max, and w_min beyond
   (the code's docstring says "0 beyond tau_max", its body returns w_min; we follow the body and
   expose ``w_beyond`` to get the docstring's variant).
-* distance = min over the gt point and the candidate boxes (distance to a box is 0 inside it).
+* distance = min over the gt point and the gt / candidate boxes (distance to a box is 0 inside
+  it): the matching rule set ``"ccpo_reward"`` (``CCPOConfig.rules``, ``distance_to=
+  "nearest_target"``). CCPO eq. 12 measures to the gt point only.
 * action score: 0 unparsable, 0.1 parsed with the wrong type, 0.5 type right but arguments wrong
   (non-coordinate), distance weight for coordinate actions, 1 correct; total
   ``0.1 * format + 0.9 * action``.
@@ -21,7 +23,10 @@ tau_min, linear to 0 at tau_max, 0 beyond (i.e. ``content = (w - 0.5) / 0.5`` of
 weight ``w``): type wrong -> 0.1 + 0.9*0.1 = 0.19; type right, far -> 0.1 + 0.9*0.5 = 0.55 =
 0.19 + 0.36; correct -> 1.0. ``CCPOConfig.from_code_constants`` builds that mapping from the code's
 constants; :func:`ccpo_code_score` is a direct transcription used in the tests to prove it.
-Non-coordinate arguments use containment after lower/strip (``check_text``), as in the code.
+Non-coordinate arguments use containment after lower/strip (``check_text``), as in the code and
+the rule set ``"ccpo_reward"``; CCPO eq. 13 states exact match, and the evaluator protocol
+``"ccpo"`` uses token F1 >= 0.5, so ``type "milk"`` earns full credit here but is wrong under
+``"ccpo"`` (``docs/metrics.md``, "Reward rules vs evaluator").
 The code's HARMFUL/NEUTRAL annotation overrides are not modelled (no such labels here).
 """
 
@@ -30,15 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guirl.actions.types import COORDINATE_TYPES, Action, ParseResult
-from guirl.rewards.base import (
-    GroundTruth,
-    RewardResult,
-    as_parse_result,
-    min_target_distance,
-    non_coordinate_args_match,
-    text_matches,
-    type_matches,
-)
+from guirl.matching import arguments_match, get_rules
+from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result, match_gt
 
 __all__ = ["CCPOConfig", "ccpo_distance_weight", "ccpo_content", "ccpo_reward", "ccpo_code_score"]
 
@@ -49,7 +47,8 @@ class CCPOConfig:
 
     ``alpha, beta, gamma``: weights of format, type and content. ``tau_min, tau_max`` normalised
     distances; the content curve is 1 up to ``tau_min``, linear to ``w_min`` at ``tau_max`` and
-    ``w_beyond`` after it.
+    ``w_beyond`` after it. ``rules``: the matching rule set (:data:`guirl.matching.RULES`) that
+    measures the distance and compares the other arguments.
     """
 
     alpha: float = 0.19
@@ -59,7 +58,7 @@ class CCPOConfig:
     tau_max: float = 0.5  # CCPO code MAX_TOLERANCE_DISTANCE_THRESHOLD
     w_min: float = 0.0  # content at tau_max; the code's MIN_WEIGHT=0.5 is folded into beta (module doc)
     w_beyond: float = 0.0
-    include_candidates: bool = True
+    rules: str = "ccpo_reward"  # guirl.matching.RULES; = METHOD.reward_rules
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tau_min <= self.tau_max:
@@ -117,18 +116,15 @@ def ccpo_distance_weight(d: float, cfg: CCPOConfig = CCPOConfig()) -> float:
 
 
 def ccpo_content(pred: Action, gt: GroundTruth, cfg: CCPOConfig = CCPOConfig()) -> float:
-    """Content credit in ``[0, 1]`` for a prediction whose type already matches."""
+    """Content credit in ``[0, 1]`` for a prediction whose type already matches: the distance
+    credit times "the other arguments match" for coordinate actions, else "the arguments match"."""
+    m = match_gt(pred, gt, cfg.rules)
+    args_ok, _ = arguments_match(pred, gt.action, get_rules(cfg.rules))
     if gt.action.type in COORDINATE_TYPES:
-        if pred.point is None:
+        if m.distance is None:
             return 0.0
-        d = min_target_distance(pred.point, gt, include_candidates=cfg.include_candidates)
-        if d is None:
-            return 0.0
-        c = ccpo_distance_weight(d, cfg)
-        if gt.action.text is not None:  # select: the option text must also match
-            c *= float(text_matches(pred.text, gt.action.text, rule="contains"))
-        return c
-    return float(non_coordinate_args_match(pred, gt.action, text_rule="contains"))
+        return ccpo_distance_weight(m.distance, cfg) * float(args_ok)  # select: the option text too
+    return float(args_ok)
 
 
 def ccpo_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: CCPOConfig = CCPOConfig()) -> RewardResult:
@@ -143,7 +139,7 @@ def ccpo_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: CCPO
     content = 0.0
     if pr.ok:
         assert pr.action is not None
-        if type_matches(pr.action, gt.action):
+        if match_gt(pr.action, gt, cfg.rules).type_match:
             typ = 1.0
             content = ccpo_content(pr.action, gt, cfg)
     total = cfg.alpha * fmt + cfg.beta * typ + cfg.gamma * content
@@ -159,6 +155,7 @@ def ccpo_code_score(
     min_weight: float = 0.5,
     tau_min: float = 0.1,
     tau_max: float = 0.5,
+    rules: str = "ccpo_reward",
 ) -> float:
     """Transcription of the released code's score ``0.1*format + 0.9*action`` (reference only).
 
@@ -171,10 +168,11 @@ def ccpo_code_score(
         return 0.0
     assert pr.action is not None
     a = pr.action
-    if not type_matches(a, gt.action):
+    m = match_gt(a, gt, rules)
+    if not m.type_match:
         action = type_miss_score
     elif gt.action.type in COORDINATE_TYPES:
-        d = None if a.point is None else min_target_distance(a.point, gt)
+        d = m.distance
         if d is None:
             action = min_weight
         elif d <= tau_min:
@@ -184,5 +182,5 @@ def ccpo_code_score(
         else:
             action = 1.0 - (d - tau_min) / (tau_max - tau_min) * (1.0 - min_weight)
     else:
-        action = 1.0 if non_coordinate_args_match(a, gt.action, text_rule="contains") else min_weight
+        action = 1.0 if m.exact else min_weight
     return format_weight * 1.0 + (1.0 - format_weight) * action

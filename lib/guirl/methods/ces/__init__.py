@@ -20,6 +20,7 @@ METHOD = Method(
     system_prompt=None,
     eval_protocol="ces",
     reward=RewardSpec("ces", ces_reward, CESConfig, 0.0, CESConfig().high, "CES Sec. 3 (execution-feedback reward)"),
+    reward_rules="ces_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     notebooks=("04_ces_staged_rl",),
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",
 )

@@ -9,11 +9,14 @@ against the ground truth:
 
 with ``alpha = (0.1, 0.9)`` and ``gamma = (0.2, 0.8)`` (code: ``format_reward * 0.1 +
 accuracy_reward * 0.9`` and ``0.2 * action_match_score + 0.8 * param_match_score``). ``r_param`` by
-action type (code ``compute_match_score``): click/long_press inside the gt box or within 0.14
-(``CLICK_COORD_THRESHOLD``) of the gt point; type/open_app token F1 ``> 0.5``
-(``TEXT_F1_THRESHOLD``, strict in the code); scroll: direction (the code's ``scroll()`` has no
-argument and always scores 1; ``check_scroll_direction=False`` reproduces that); other types: 1
-once the type matches. ``r_param`` is 0 when the type is wrong. Range ``[0, 1]``.
+action type (code ``compute_match_score``; the matching rule set ``"ces_reward"``,
+``CESConfig.rules``): click/long_press inside the gt box or within 0.14 (``CLICK_COORD_THRESHOLD``)
+of the gt point; type/open_app token F1 ``> 0.5`` (``TEXT_F1_THRESHOLD``, strict in the code and
+in CES eq. 25); scroll: direction (CES eq. 25; the code's ``scroll()`` has no argument and always
+scores 1: the rule set ``"ces_reward_code"`` reproduces that); press: the key (part of the verb);
+other types: 1 once the type matches. ``r_param`` is 0 when the type is wrong. Range ``[0, 1]``.
+CES eq. 25 says a click is right inside the gt box, "consistent with" its SR metric; the
+evaluator protocol ``"ces"`` differs from this rule set (``docs/metrics.md``).
 
 Here ``pred`` is the Executor's parsed action; ``r_format`` is whether the *Coordinator* output
 was well-formed, passed as ``format_ok`` (defaults to "the executor action parsed").
@@ -23,32 +26,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from guirl.actions.types import COORDINATE_TYPES, Action, ActionType, ParseResult
-from guirl.rewards.base import (
-    GroundTruth,
-    RewardResult,
-    as_parse_result,
-    click_hit,
-    non_coordinate_args_match,
-    text_matches,
-    type_matches,
-)
+from guirl.actions.types import Action, ParseResult
+from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result, match_gt
 
 __all__ = ["CESConfig", "ces_param_match", "ces_reward"]
 
 
 @dataclass(frozen=True)
 class CESConfig:
-    """CES weights and thresholds (defaults from the released code, see module doc)."""
+    """CES weights (defaults from the released code and CES Sec. 4.1) and the matching rule set."""
 
     alpha1: float = 0.1  # CES code gui_navigator_score: format weight
     alpha2: float = 0.9  # CES code gui_navigator_score: accuracy weight
     gamma1: float = 0.2  # CES code acc_reward: action-type weight
     gamma2: float = 0.8  # CES code acc_reward: parameter weight
-    click_radius: float = 0.14  # CES code CLICK_COORD_THRESHOLD (normalised)
-    text_f1_threshold: float = 0.5  # CES code TEXT_F1_THRESHOLD
-    text_f1_strict: bool = True  # CES code compares with ">"
-    check_scroll_direction: bool = True
+    rules: str = "ces_reward"  # guirl.matching.RULES; = METHOD.reward_rules
 
     @property
     def high(self) -> float:
@@ -56,24 +48,8 @@ class CESConfig:
 
 
 def ces_param_match(pred: Action, gt: GroundTruth, cfg: CESConfig = CESConfig()) -> bool:
-    """CES parameter check for a prediction whose type matches the gt."""
-    g = gt.action
-    if g.type in COORDINATE_TYPES:
-        ok = click_hit(pred.point, gt, radius=cfg.click_radius, use_boxes=True)
-        if g.text is not None:
-            ok = ok and text_matches(
-                pred.text, g.text, rule="f1", f1_threshold=cfg.text_f1_threshold, f1_strict=cfg.text_f1_strict
-            )
-        return ok
-    if g.type is ActionType.SCROLL and not cfg.check_scroll_direction:
-        return True
-    if g.type in (ActionType.PRESS, ActionType.TERMINATE):
-        # CES has press_home/press_back/press_enter and finished() as separate verbs: the key is
-        # part of the verb, so a different key is a different action; finished() has no status.
-        return pred.key == g.key if g.type is ActionType.PRESS else True
-    return non_coordinate_args_match(
-        pred, g, text_rule="f1", f1_threshold=cfg.text_f1_threshold, f1_strict=cfg.text_f1_strict
-    )
+    """CES parameter check (``cfg.rules``) for a prediction whose type matches the gt."""
+    return match_gt(pred, gt, cfg.rules).exact
 
 
 def ces_reward(
@@ -89,9 +65,8 @@ def ces_reward(
     typ = par = 0.0
     if pr.ok:
         assert pr.action is not None
-        if type_matches(pr.action, gt.action):
-            typ = 1.0
-            par = 1.0 if ces_param_match(pr.action, gt, cfg) else 0.0
+        m = match_gt(pr.action, gt, cfg.rules)
+        typ, par = float(m.type_match), float(m.exact)
     acc = cfg.gamma1 * typ + cfg.gamma2 * par
     total = cfg.alpha1 * fmt + cfg.alpha2 * acc
     return RewardResult(total, {"format": fmt, "type": typ, "param": par, "accuracy": acc})

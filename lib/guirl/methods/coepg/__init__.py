@@ -20,6 +20,7 @@ METHOD = Method(
     system_prompt=None,
     eval_protocol="coepg",
     reward=RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG Sec. 4.3 (C-DREM)", extras=("grounding",)),
+    reward_rules="coepg_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     notebooks=("03_coepg_iterations",),
     summary="planner GRPO with the C-DREM grounding-ensemble reward; planner and grounder co-evolve",
 )

@@ -19,7 +19,7 @@ brief) ``prior * c_i`` is <= 0, so a larger prior *lowers* a model's weight unle
 log-probability is 0; ``confidence="prob"`` uses ``c_i = exp(mean log p)`` in ``(0, 1]``, under
 which a larger prior raises the weight. Which one the paper means must be checked against its
 Eq. for C-DREM before reporting numbers. The hit test uses the gt box; without a box it falls
-back to ``hit_radius`` around the gt point (our choice, not the paper's). Priors have no
+back to 0.14 around the gt point (our choice, not the paper's; the rule set ``"coepg_reward"``). Priors have no
 published default here: the tests use 1:1:2 as the brief's worked example.
 
 Inputs are plain numbers (points and per-token log-probabilities), so the function is pure; the
@@ -35,15 +35,8 @@ from typing import Any, Literal
 
 from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ParseResult
 from guirl.geometry import Point
-from guirl.rewards.base import (
-    GroundTruth,
-    RewardResult,
-    as_parse_result,
-    click_hit,
-    non_coordinate_args_match,
-    text_matches,
-    type_matches,
-)
+from guirl.matching import arguments_match, click_match, get_rules, gt_point, text_match, types_match
+from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result
 
 __all__ = [
     "GroundingOutput",
@@ -80,12 +73,13 @@ class GroundingOutput:
 @dataclass(frozen=True)
 class CoEPGConfig:
     """C-DREM settings. ``priors`` (one per grounding model; empty = all 1) have no published default
-    we could read; ``value_f1_threshold`` 0.5 with a strict ``>`` as the brief states."""
+    we could read. ``rules`` names the matching rule set: the hit test of a grounding point (gt
+    box; within 0.14 of the gt point only when the gt has no box, our choice) and the value rule
+    (token F1 ``> 0.5``, strict as the brief states)."""
 
     priors: tuple[float, ...] = ()
     confidence: Literal["logprob", "prob"] = "logprob"
-    value_f1_threshold: float = 0.5
-    hit_radius: float | None = 0.14  # fallback only when the gt has no box (not from the paper)
+    rules: str = "coepg_reward"  # guirl.matching.RULES; = METHOD.reward_rules
 
 
 def grounding_confidence(token_logprobs: Sequence[float], mode: Literal["logprob", "prob"] = "logprob") -> float:
@@ -131,8 +125,9 @@ def coepg_plan_reward(
         # a model with no coordinates (confidence 0) must not get weight: mask it like -inf
         conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
     w = ensemble_weights(conf, cfg.priors or None)
-    radius = cfg.hit_radius if gt.box is None else None
-    hits = [click_hit(o.point, gt, radius=radius, include_candidates=False) for o in outs]
+    rule = get_rules(cfg.rules).click
+    target = gt_point(gt.action, gt.box)
+    hits = [click_match(o.point, target, rule, gt_box=gt.box, candidate_boxes=gt.candidate_boxes) for o in outs]
     return float(sum(wi for wi, h in zip(w, hits) if h)), w, hits
 
 
@@ -152,7 +147,8 @@ def coepg_reward(
     assert pr.action is not None
     a, g = pr.action, gt.action
     comps["format"] = 1.0
-    if not type_matches(a, g):
+    rules = get_rules(cfg.rules)
+    if not types_match(a, g, rules):
         return RewardResult(0.0, comps)
     comps["type"] = 1.0
     total = 1.0
@@ -164,12 +160,11 @@ def coepg_reward(
         comps["plan"] = 1.0
     has_value = g.type in TEXT_TYPES or g.text is not None
     if has_value:
-        ok = text_matches(a.text, g.text, rule="f1", f1_threshold=cfg.value_f1_threshold, f1_strict=True)
-        comps["value"] = 1.0 if ok else 0.0
+        comps["value"] = 1.0 if text_match(a.text, g.text, rules.text) else 0.0
         total *= comps["value"]
     elif g.type not in COORDINATE_TYPES:
         # scroll / press / terminate / wait: their argument is the "value" of the plan
-        comps["value"] = 1.0 if non_coordinate_args_match(a, g, text_rule="f1") else 0.0
+        comps["value"] = 1.0 if arguments_match(a, g, rules)[0] else 0.0
         total *= comps["value"]
     else:
         comps["value"] = 1.0

@@ -24,6 +24,7 @@ METHOD = Method(
     reward=RewardSpec(
         "semi_online", uis1_reward, UIS1Config, 0.0, UIS1Config().high, "UI-S1 arXiv 2509.11543, as used by CCPO"
     ),
+    reward_rules="uis1_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL baseline (UI-S1) with patched rollouts and discounted step returns",
 )

@@ -5,8 +5,9 @@ Reinforcement Learning", arXiv 2509.11543; released code ``verl/utils/reward_sco
 ``r = 0.1 * format + 0.9 * action`` with action = 0 (unparsable), 0.1 (parsed, wrong type),
 0.5 (type right), 1.0 (type and arguments right, "extract match"). format = 1 when the output
 parsed and (``require_thought``) carries a non-empty thought, as the code requires ``<think>``.
-Arguments (``check_response_match``): click/long_press inside a 1.2x enlarged candidate box
-(``BBOX_ENLARGE_FACTOR``) or within 0.04 (``POINT_DISTANCE_THRESHOLD``) of the gt point; text by
+Arguments (``check_response_match``; the matching rule set ``"uis1_reward"``, ``UIS1Config.rules``):
+click/long_press inside a 1.2x enlarged candidate box (``BBOX_ENLARGE_FACTOR``) or within 0.04
+(``POINT_DISTANCE_THRESHOLD``) of the gt point; text by
 containment after lower/strip; swipe by direction (the code flips up/down of the gt because its
 converted data store content directions; here both sides carry their convention); system button
 by key; wait/terminate by type. The extract match also drives the semi-online patch module and
@@ -17,16 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from guirl.actions.types import COORDINATE_TYPES, Action, ParseResult
-from guirl.rewards.base import (
-    GroundTruth,
-    RewardResult,
-    as_parse_result,
-    click_hit,
-    non_coordinate_args_match,
-    text_matches,
-    type_matches,
-)
+from guirl.actions.types import Action, ParseResult
+from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result, match_gt
 
 __all__ = ["UIS1Config", "uis1_extract_match", "uis1_reward"]
 
@@ -39,9 +32,8 @@ class UIS1Config:
     action_weight: float = 0.9
     type_miss_score: float = 0.1  # "parsed correctly" credit
     type_match_score: float = 0.5
-    box_scale: float = 1.2  # BBOX_ENLARGE_FACTOR
-    click_radius: float = 0.04  # POINT_DISTANCE_THRESHOLD (normalised)
     require_thought: bool = True
+    rules: str = "uis1_reward"  # guirl.matching.RULES (1.2x boxes, 0.04); = METHOD.reward_rules
 
     @property
     def high(self) -> float:
@@ -49,16 +41,8 @@ class UIS1Config:
 
 
 def uis1_extract_match(pred: Action, gt: GroundTruth, cfg: UIS1Config = UIS1Config()) -> bool:
-    """UI-S1's ``extract_match``: type and arguments right."""
-    if not type_matches(pred, gt.action):
-        return False
-    g = gt.action
-    if g.type in COORDINATE_TYPES:
-        ok = click_hit(pred.point, gt, radius=cfg.click_radius, box_scale=cfg.box_scale)
-        if g.text is not None:
-            ok = ok and text_matches(pred.text, g.text, rule="contains")
-        return ok
-    return non_coordinate_args_match(pred, g, text_rule="contains", check_status=False)
+    """UI-S1's ``extract_match``: type and arguments right under ``cfg.rules``."""
+    return match_gt(pred, gt, cfg.rules).exact
 
 
 def uis1_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: UIS1Config = UIS1Config()) -> RewardResult:
@@ -70,9 +54,10 @@ def uis1_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: UIS1
     assert pr.action is not None
     has_thought = bool(pr.thought and pr.thought.strip())
     comps["format"] = 1.0 if (has_thought or not cfg.require_thought) else 0.0
-    if type_matches(pr.action, gt.action):
+    m = match_gt(pr.action, gt, cfg.rules)
+    if m.type_match:
         comps["type"] = 1.0
-        comps["exact"] = 1.0 if uis1_extract_match(pr.action, gt, cfg) else 0.0
+        comps["exact"] = 1.0 if m.exact else 0.0
         comps["action"] = 1.0 if comps["exact"] else cfg.type_match_score
     else:
         comps["action"] = cfg.type_miss_score

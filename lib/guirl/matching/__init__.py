@@ -1,0 +1,65 @@
+"""One step-matching engine for metrics and rewards: click, text and argument rules as data.
+
+>>> from guirl.actions import Action
+>>> from guirl.matching import RULES, match_step
+>>> m = match_step(Action("type", text="milk"), Action("type", text="buy milk and eggs"), RULES["ccpo_reward"])
+>>> m.exact, match_step(Action("type", text="milk"), Action("type", text="buy milk and eggs"), RULES["ccpo"]).exact
+(True, False)
+
+* :mod:`.rules`: the frozen records (:class:`ClickRule`, :class:`TextRule`,
+  :class:`ArgumentRule`, bundled in a :class:`RuleSet`);
+* :mod:`.engine`: :func:`match_step` and its parts (:func:`click_match`, :func:`text_match`,
+  :func:`arguments_match`, :func:`target_distance`);
+* :mod:`.registry`: the named rule sets :data:`RULES` of the evaluator protocols and the rewards.
+
+The evaluator protocols (:mod:`guirl.metrics.protocols`) are a name, a rule set and provenance;
+the rewards name the rule set they train with. ``docs/metrics.md`` lists which uses which.
+"""
+
+from guirl.matching.engine import (
+    StepMatch,
+    arguments_match,
+    click_match,
+    gt_point,
+    match_step,
+    rule_boxes,
+    target_distance,
+    text_match,
+    types_match,
+)
+from guirl.matching.registry import RULES, TEXT_RULES, get_rules, get_text_rule, rules_differ
+from guirl.matching.rules import (
+    BOX_MODES,
+    LONG_PRESS_AS_CLICK,
+    TEXT_KINDS,
+    WAIT_AS_TERMINATE,
+    ArgumentRule,
+    ClickRule,
+    RuleSet,
+    TextRule,
+)
+
+__all__ = [
+    "ArgumentRule",
+    "BOX_MODES",
+    "ClickRule",
+    "LONG_PRESS_AS_CLICK",
+    "RULES",
+    "RuleSet",
+    "StepMatch",
+    "TEXT_KINDS",
+    "TEXT_RULES",
+    "TextRule",
+    "WAIT_AS_TERMINATE",
+    "arguments_match",
+    "click_match",
+    "get_rules",
+    "get_text_rule",
+    "gt_point",
+    "match_step",
+    "rule_boxes",
+    "rules_differ",
+    "target_distance",
+    "text_match",
+    "types_match",
+]
