@@ -172,10 +172,12 @@ _REWARDS: tuple[RuleSet, ...] = (
     # CCPO reward as implemented (released code gui_utils/utils_reward.py): the distance is to the
     # nearest of the gt point and the gt/candidate boxes (0 inside a box), and the reward turns it
     # into credit (CCPO eq. 12's curve, guirl.methods.ccpo.reward); non-coordinate arguments by
-    # containment (check_text). CCPO eq. 13 states exact match (docs/metrics.md).
+    # containment (check_text). CCPO eq. 13 states exact match (docs/metrics.md). A click is
+    # "right" (grounding) only on a target (distance 0); the credit curve and its tau_min are the
+    # reward's (CCPOConfig).
     RuleSet(
         "ccpo_reward",
-        ClickRule(box_mode="any_candidate", distance_to="nearest_target"),
+        ClickRule(box_mode="any_candidate", distance_threshold=0.0, distance_to="nearest_target"),
         _CONTAINS,
         ArgumentRule(coordinate_text="if_present"),
         source="CCPO code gui_utils/utils_reward.py",
