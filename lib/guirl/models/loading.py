@@ -172,3 +172,54 @@ def load_model(
         kwargs["attn_implementation"] = attn_implementation
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(p, **kwargs)
     return model.to(device).eval()
+
+
+def load_policy(
+    base_model: str | os.PathLike[str],
+    adapter: str | os.PathLike[str] | None = None,
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    dtype: torch.dtype | str = "float32",
+    device: str | torch.device = "cpu",
+):
+    """``(model, processor)`` for generation: a local checkpoint, optionally with a PEFT LoRA
+    ``adapter`` folder merged into it, in eval mode. ``min_pixels`` / ``max_pixels`` set the
+    processor's resize bounds; ``dtype`` and ``device`` as in :func:`load_model`."""
+    processor = load_processor(base_model, min_pixels=min_pixels, max_pixels=max_pixels)
+    model = load_model(base_model, dtype=dtype, device=device)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    model.eval()
+    return model, processor
+
+
+def load_trained(
+    result: dict[str, Any],
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    dtype: torch.dtype | str = "float32",
+    device: str | torch.device = "cpu",
+):
+    """``(model, processor)`` of a finished training stage, from its ``result.json`` record
+    (``adapter``: whether it trained a LoRA adapter, ``final``: the saved folder,
+    ``base_model``: the model the adapter applies to): the base model with the adapter merged,
+    or the saved full model."""
+    for key in ("adapter", "final"):
+        if key not in result:
+            raise KeyError(f"load_trained: the stage result has no {key!r} key (keys: {sorted(result)})")
+    if result["adapter"]:
+        if "base_model" not in result:
+            raise KeyError("load_trained: a LoRA stage result must name its 'base_model'")
+        return load_policy(
+            result["base_model"],
+            result["final"],
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            dtype=dtype,
+            device=device,
+        )
+    return load_policy(result["final"], None, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, device=device)

@@ -1,0 +1,354 @@
+"""Evaluation for the notebooks, bound to a resolved run config (top layer).
+
+One line each in a notebook:
+
+* :func:`eval_policy`: an :class:`~guirl.rollout.HFPolicy` from a checkpoint folder or a
+  finished training stage, with the run's pixel budget, dtype, device and ``eval`` budgets.
+* :func:`evaluation_grid`: offline step-level evaluation of policies x test splits x history
+  settings -> prediction records (:mod:`guirl.metrics.records`); :func:`evaluate_offline` is
+  one cell of it with explicit arguments.
+* :func:`step_metrics`: TM / GR / SR with bootstrap intervals per (model, history, split);
+  :func:`table2`: the CCPO Table 2 layout (one row per model and history, TM / GR / SR per
+  split); :func:`gain_table`: the SR gain of one model over another;
+  :func:`accuracy_by_action_type` and :func:`plot_accuracy_by_action_type`.
+* :func:`evaluate_online`: online MiniGUI play over runs (AndroidLong protocol: Task SR and
+  Subgoal SR, mean and std over runs) and :func:`online_table`.
+
+The loops themselves live in :mod:`guirl.rollout` and take any :class:`~guirl.rollout.Policy`,
+so the tests drive every function here with scripted policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from guirl.config import Config
+from guirl.data.schema import Episode
+from guirl.data.splits import Split
+from guirl.metrics.protocols import get_protocol
+from guirl.metrics.records import prediction_record
+from guirl.metrics.summary import summarize_online, summarize_steps
+from guirl.prompts import PromptSpec
+from guirl.rollout import HFPolicy, Policy, derive_seed, play_online, step_prompts
+from guirl.train.sft import prompt_spec
+
+__all__ = [
+    "METRICS",
+    "ONLINE_EPISODE_COLUMNS",
+    "ONLINE_TASK_SEED_OFFSET",
+    "OnlineEvaluation",
+    "accuracy_by_action_type",
+    "eval_policy",
+    "evaluate_offline",
+    "evaluate_online",
+    "evaluation_grid",
+    "gain_table",
+    "online_table",
+    "online_tasks",
+    "plot_accuracy_by_action_type",
+    "step_metrics",
+    "table2",
+]
+
+#: Step metrics of the CCPO Table 2 layout, in column order.
+METRICS = ("TM", "GR", "SR")
+#: Online task sets are drawn with ``seed = cfg.seed + ONLINE_TASK_SEED_OFFSET (+ run)``, away
+#: from the seeds that draw the training and test tasks.
+ONLINE_TASK_SEED_OFFSET = 1000
+#: Columns of the per-episode online rows (``online_episodes.jsonl``), after ``run``.
+ONLINE_EPISODE_COLUMNS = ("task_id", "category", "success", "subgoal_rate", "turns", "n_unparsable", "n_invalid")
+
+
+# ----------------------------------------------------------------------------- policies
+def eval_policy(
+    cfg: Config, source: str | Path | Mapping[str, Any], *, progress: bool = False, desc: str = "generate"
+) -> HFPolicy:
+    """A greedy-by-default :class:`HFPolicy` for evaluation.
+
+    ``source`` is a checkpoint folder (e.g. the model before training) or a finished training
+    stage's result (:func:`guirl.train.launch.run_stage`; LoRA adapters are merged). The model
+    is loaded with ``model.min_pixels`` / ``max_pixels`` / ``torch_dtype`` on ``runtime.device``;
+    generation uses ``eval.max_new_tokens`` and ``eval.batch_size``.
+    """
+    from guirl.models import load_policy, load_trained
+
+    m = cfg.model
+    kw = dict(min_pixels=m.min_pixels, max_pixels=m.max_pixels, dtype=m.torch_dtype, device=cfg.runtime.device)
+    model, processor = load_trained(dict(source), **kw) if isinstance(source, Mapping) else load_policy(source, **kw)
+    return HFPolicy(
+        model,
+        processor,
+        max_new_tokens=cfg.eval.max_new_tokens,
+        batch_size=cfg.eval.batch_size,
+        progress=progress,
+        desc=desc,
+    )
+
+
+# ----------------------------------------------------------------------------- offline, step level
+def evaluate_offline(
+    policy: Policy,
+    episodes: Sequence[Episode],
+    spec: PromptSpec,
+    *,
+    protocol: str,
+    image_root: str | Path,
+    min_pixels: int,
+    max_pixels: int,
+    model_name: str,
+    split: str,
+    max_steps: int | None = None,
+) -> list[dict[str, Any]]:
+    """Step-level evaluation of one split under one history setting: every step with its
+    ground-truth history (the first ``max_steps`` in episode order), answered greedily in one
+    batched call, parsed with ``spec.output_format`` and scored with ``protocol``.
+
+    Returns one prediction record per step (:data:`guirl.metrics.records.PREDICTION_FIELDS`),
+    in episode order. An unknown protocol fails before anything is generated.
+    """
+    get_protocol(protocol)
+    items = step_prompts(
+        episodes, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=image_root, max_steps=max_steps
+    )
+    answers = policy.complete([it.prompt for it in items])
+    return [
+        prediction_record(
+            model=model_name,
+            split=split,
+            history=spec.tag,
+            episode=it.episode,
+            t=it.t,
+            output=completions[0].text,
+            output_format=spec.output_format,
+            protocol=protocol,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+        )
+        for it, completions in zip(items, answers)
+    ]
+
+
+def evaluation_grid(
+    cfg: Config,
+    policies: Mapping[str, Policy | Callable[[], Policy]],
+    splits: Mapping[str, Split],
+    *,
+    histories: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Prediction records of every policy x split x history setting (in that nesting order).
+
+    ``policies`` maps a model name to a :class:`Policy` or to a function that builds one (called
+    once, when its turn comes, so only one model is in memory at a time). ``histories``
+    defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.train.sft.prompt_spec`.
+    The protocol, pixel budget and ``eval.max_test_steps`` come from ``cfg``.
+    """
+    from tqdm.auto import tqdm
+
+    tags = list(histories if histories is not None else cfg.eval.histories)
+    get_protocol(cfg.eval.protocol)
+    specs = {tag: prompt_spec(cfg, tag) for tag in tags}
+    records: list[dict[str, Any]] = []
+    bar = tqdm(total=len(policies) * len(splits) * len(tags), desc="offline evaluation", disable=not progress)
+    for name, source in policies.items():
+        policy = source if isinstance(source, Policy) else source()
+        for split_name, split in splits.items():
+            for tag in tags:
+                bar.set_postfix_str(f"{name} {split_name} {tag}")
+                records += evaluate_offline(
+                    policy,
+                    split.episodes,
+                    specs[tag],
+                    protocol=cfg.eval.protocol,
+                    image_root=split.image_root,
+                    min_pixels=cfg.model.min_pixels,
+                    max_pixels=cfg.model.max_pixels,
+                    model_name=name,
+                    split=split_name,
+                    max_steps=cfg.eval.max_test_steps,
+                )
+                bar.update()
+        del policy
+    bar.close()
+    return records
+
+
+def _level_order(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """The distinct ``(a, b)`` pairs ordered by ``a``'s first appearance, then ``b``'s (the row
+    order of a pandas pivot with ``sort=False``)."""
+    rank_a = {v: i for i, v in enumerate(dict.fromkeys(a))}
+    rank_b = {v: i for i, v in enumerate(dict.fromkeys(b))}
+    return sorted(dict.fromkeys(zip(a, b)), key=lambda k: (rank_a[k[0]], rank_b[k[1]]))
+
+
+def _groups(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Records grouped by ``keys``, groups in order of first appearance, records in input order."""
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return out
+
+
+def step_metrics(cfg: Config, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (model, history, split), in order of first appearance: ``n``,
+    ``n_unparsable`` and TM / GR / SR (%) with their 95% bootstrap bounds
+    (:func:`guirl.metrics.summary.summarize_steps`, ``eval.bootstrap_samples`` resamples, seed
+    ``cfg.seed``)."""
+    rows = [
+        {
+            "model": name,
+            "history": tag,
+            "split": split,
+            **summarize_steps(group, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed),
+        }
+        for (name, tag, split), group in _groups(records, ("model", "history", "split")).items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def table2(steps: pd.DataFrame, splits: Sequence[str], metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """CCPO Table 2 layout: one row per (model, history) (models in order of first appearance,
+    then histories), columns
+    ``"<split> <metric>"`` for each split (in the given order) and metric; a cell that was not
+    evaluated is ``nan``.
+
+    ``steps`` is :func:`step_metrics`' frame.
+    """
+    keys = _level_order(steps["model"], steps["history"])
+    cells = {(r["model"], r["history"], r["split"]): r for r in steps.to_dict(orient="records")}
+    rows = []
+    for name, tag in keys:
+        row: dict[str, Any] = {"model": name, "history": tag}
+        for split in splits:
+            cell = cells.get((name, tag, split))
+            for k in metrics:
+                row[f"{split} {k}"] = float(cell[k]) if cell is not None else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["model", "history", *[f"{s} {k}" for s in splits for k in metrics]])
+
+
+def gain_table(steps: pd.DataFrame, baseline: str, model: str, metric: str = "SR") -> pd.DataFrame:
+    """``metric`` of every model per (split, history), plus the column
+    ``"<model> - <baseline> (<metric> points)"``: the difference in percentage points.
+
+    ``steps`` is :func:`step_metrics`' frame; rows by split (in order of first appearance), then
+    history.
+    """
+    names = list(dict.fromkeys(steps["model"]))
+    for want in (baseline, model):
+        if want not in names:
+            raise KeyError(f"gain_table: model {want!r} is not in the step metrics (models: {names})")
+    keys = _level_order(steps["split"], steps["history"])
+    cells = {(r["split"], r["history"], r["model"]): r[metric] for r in steps.to_dict(orient="records")}
+    rows = []
+    for split, tag in keys:
+        row: dict[str, Any] = {"split": split, "history": tag}
+        row.update({name: float(cells.get((split, tag, name), float("nan"))) for name in names})
+        row[f"{model} - {baseline} ({metric} points)"] = row[model] - row[baseline]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def accuracy_by_action_type(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """TM and SR (%) and step count ``n`` per (model, ground-truth action type), over every split
+    and history setting; sorted by model, then type."""
+    by_type = (
+        pd.DataFrame(list(records), columns=["model", "gt_type", "type_match", "exact"])
+        .groupby(["model", "gt_type"], sort=True)
+        .agg(n=("exact", "size"), type_match=("type_match", "mean"), exact=("exact", "mean"))
+        .reset_index()
+    )
+    by_type[["type_match", "exact"]] *= 100
+    return by_type
+
+
+def plot_accuracy_by_action_type(by_type: pd.DataFrame):
+    """Horizontal bars of step SR (%) per action type, one bar per model; returns the figure."""
+    import matplotlib.pyplot as plt
+
+    piv = by_type.pivot(index="gt_type", columns="model", values="exact")
+    fig, ax = plt.subplots(figsize=(6, 3))
+    piv.plot.barh(ax=ax)
+    ax.set_xlabel("step SR (%)")
+    ax.set_title("Accuracy by action type")
+    return fig
+
+
+# ----------------------------------------------------------------------------- online, task level
+@dataclass
+class OnlineEvaluation:
+    """Online play over runs: ``runs`` (one list of :func:`guirl.rollout.play_online` records
+    per run), ``episodes`` (flat rows: ``run`` and :data:`ONLINE_EPISODE_COLUMNS`), ``summary``
+    (:func:`guirl.metrics.summary.summarize_online`) and the ``history`` tag played with."""
+
+    history: str
+    runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, float] = field(default_factory=dict)
+
+
+def online_tasks(cfg: Config, run: int, *, same_tasks: bool = False) -> list[Any]:
+    """The ``eval.n_tasks`` MiniGUI tasks of online run ``run``: drawn with seed
+    ``cfg.seed + ONLINE_TASK_SEED_OFFSET + run`` (a new task set per run), or with ``run = 0``
+    for every run when ``same_tasks``."""
+    from guirl.env.tasks import generate_tasks
+
+    return generate_tasks(
+        cfg.eval.n_tasks, seed=cfg.seed + ONLINE_TASK_SEED_OFFSET + (0 if same_tasks else run), prefix="online"
+    )
+
+
+def evaluate_online(
+    cfg: Config,
+    policy: Policy,
+    *,
+    history: str | None = None,
+    n_runs: int | None = None,
+    same_tasks: bool = False,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    progress: bool = True,
+) -> OnlineEvaluation:
+    """Online MiniGUI play over ``n_runs`` runs (default ``eval.n_seeds``) of ``eval.n_tasks``
+    tasks each, at most ``eval.max_turns`` turns, on ``data.width`` x ``data.height`` screens.
+
+    ``history`` is the tag of the prompt setting (default: the first of ``eval.histories``).
+    Tasks come from :func:`online_tasks` (``same_tasks``: the same tasks in every run, so runs
+    differ only by sampling). Decoding is greedy unless ``do_sample``; run ``k`` samples with
+    seed ``derive_seed(cfg.seed, k)``.
+    """
+    tag = history or cfg.eval.histories[0]
+    spec = prompt_spec(cfg, tag)
+    out = OnlineEvaluation(history=tag)
+    for k in range(n_runs if n_runs is not None else cfg.eval.n_seeds):
+        res = play_online(
+            policy,
+            online_tasks(cfg, k, same_tasks=same_tasks),
+            spec,
+            width=cfg.data.width,
+            height=cfg.data.height,
+            max_turns=cfg.eval.max_turns,
+            min_pixels=cfg.model.min_pixels,
+            max_pixels=cfg.model.max_pixels,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_p=top_p,
+            seed=derive_seed(cfg.seed, k) if do_sample else None,
+            progress=progress,
+        )
+        out.runs.append(res)
+        out.episodes += [{"run": k, **{c: r[c] for c in ONLINE_EPISODE_COLUMNS}} for r in res]
+    out.summary = summarize_online(out.runs)
+    return out
+
+
+def online_table(results: Mapping[str, OnlineEvaluation]) -> pd.DataFrame:
+    """One row per model: ``model``, ``history`` and the online summary (Task SR, Subgoal SR,
+    their std over runs, ``n_runs``)."""
+    return pd.DataFrame([{"model": name, "history": ev.history, **ev.summary} for name, ev in results.items()])

@@ -1,0 +1,280 @@
+"""The policy interface: prompts in, completions out (docs/architecture.md, "Policies and rollouts").
+
+A **prompt** is ``(messages, images)``: chat messages with ``{"type": "image"}`` placeholders and
+the images in placeholder order (:func:`guirl.prompts.build_prompt`); an image is a PIL image or
+a path to one. A :class:`Policy` turns a list of prompts into ``n`` :class:`Completion` per
+prompt. Episode loops (:mod:`guirl.rollout.online`, :mod:`guirl.rollout.offline`) take a
+``Policy``, so a test double that returns scripted completions drives them without a model.
+
+:class:`HFPolicy` implements the interface for a transformers vision-language model and its
+processor: batched, left-padded ``model.generate``; greedy or sampled decoding; ``n``
+completions per prompt; a seed that makes sampling reproducible for the same batches. A frozen
+co-model (an executor or grounder that is not trained) is the same class around a model that
+is never updated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+#: ``(messages, images)``: chat messages with image placeholders and the images in their order.
+Prompt = tuple[list[dict[str, Any]], list[Any]]
+
+__all__ = [
+    "Completion",
+    "FunctionPolicy",
+    "HFPolicy",
+    "Policy",
+    "Prompt",
+    "derive_seed",
+    "open_image",
+    "trim_generated",
+]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated answer to one prompt.
+
+    ``text``: decoded, special tokens removed. ``token_ids``: the generated ids only (no prompt
+    ids, no padding), EOS included when it was generated (a completion cut by ``max_new_tokens``
+    has none).
+    """
+
+    text: str
+    token_ids: tuple[int, ...] = ()
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that answers prompts: ``complete(prompts, n=...)`` returns, per prompt and in input
+    order, a list of ``n`` completions. ``do_sample=False`` is greedy decoding (the ``n``
+    completions are then identical); ``temperature`` and ``top_p`` apply to sampling only;
+    ``seed`` makes sampling reproducible (``None``: the global random state)."""
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        n: int = 1,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[Completion]]: ...
+
+
+def derive_seed(seed: int | None, *keys: int) -> int | None:
+    """A seed for one part of a run (a turn, a round) from the run's ``seed`` and integer ``keys``.
+
+    Independent streams for different keys (``numpy.random.SeedSequence``), so run ``s`` turn
+    ``t + 1`` does not reuse run ``s + 1`` turn ``t``'s draws, as ``seed + t`` would. ``None``
+    stays ``None`` (the global random state). Returns an int in ``[0, 2**31)``.
+    """
+    if seed is None:
+        return None
+    if seed < 0 or any(k < 0 for k in keys):
+        raise ValueError(f"seed and keys must be >= 0, got seed={seed}, keys={keys}")
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, dtype=np.uint32)[0] >> 1)
+
+
+def open_image(image: Any) -> Any:
+    """A PIL RGB image for a path (str or ``Path``); any other object is returned unchanged."""
+    from PIL import Image
+
+    if isinstance(image, (str, Path)):
+        with Image.open(image) as im:
+            return im.convert("RGB")
+    return image
+
+
+def _check_sampling(n: int, temperature: float, top_p: float) -> None:
+    if n < 1:
+        raise ValueError(f"n must be >= 1 completions per prompt, got {n}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def _eos_ids(model: Any) -> set[int]:
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        return set()
+    return {int(eos)} if isinstance(eos, int) else {int(e) for e in eos}
+
+
+def trim_generated(ids: Sequence[int], eos_ids: set[int]) -> tuple[int, ...]:
+    """Generated ids up to and including the first EOS (what follows it is padding); all of
+    them when no EOS was generated."""
+    out = []
+    for i in ids:
+        out.append(int(i))
+        if int(i) in eos_ids:
+            break
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def _inference(model: Any, seed: int | None) -> Iterator[None]:
+    """Eval mode (dropout off), no gradients and, with a seed, a forked torch random state; the
+    model's training flag and the global random state are restored afterwards."""
+    import torch
+
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=_cuda_devices(model), enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        if was_training:
+            model.train()
+
+
+def _cuda_devices(model: Any) -> list[int]:
+    device = getattr(model, "device", None)
+    if device is not None and getattr(device, "type", None) == "cuda":
+        return [device.index or 0]
+    return []
+
+
+class HFPolicy:
+    """Batched generation with a transformers vision-language model (Qwen2.5-VL).
+
+    Prompts are rendered with the processor's chat template (generation prompt added), batched
+    ``batch_size`` at a time with left padding, and decoded with special tokens removed. Greedy
+    decoding (``do_sample=False``) generates once per prompt and repeats the result ``n`` times;
+    sampling passes ``num_return_sequences=n``, ``temperature``, ``top_p`` and ``top_k=0``
+    (disabled, so that a checkpoint's ``generation_config`` top-k cannot turn sampling greedy).
+    Every other decoding setting comes from the model's ``generation_config``, overridden by
+    ``generation_kwargs``.
+
+    Generation runs in eval mode under ``torch.no_grad()``; the model's training flag is
+    restored afterwards, so the same object serves a policy being trained and a frozen
+    co-model. With ``seed``, sampling starts from ``torch.manual_seed(seed)`` inside a forked
+    random state (the global state is untouched): the same prompts, batches and seed give the
+    same completions.
+
+    Args:
+        model: a ``*ForConditionalGeneration`` model (its ``device`` receives the inputs).
+        processor: its processor (chat template, tokenizer, image processor).
+        max_new_tokens: generation budget per completion, in tokens.
+        batch_size: prompts per ``generate`` call (``n`` sequences each when sampling).
+        progress: show a tqdm bar over batches, labelled ``desc``.
+        generation_kwargs: extra ``generate`` keywords (e.g. ``repetition_penalty``).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        max_new_tokens: int,
+        batch_size: int,
+        progress: bool = False,
+        desc: str = "generate",
+        generation_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.processor = processor
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.progress = progress
+        self.desc = desc
+        self.generation_kwargs = dict(generation_kwargs or {})
+
+    def __repr__(self) -> str:
+        return (
+            f"HFPolicy({type(self.model).__name__}, max_new_tokens={self.max_new_tokens}, batch_size={self.batch_size})"
+        )
+
+    def encode(self, prompts: Sequence[Prompt]) -> Any:
+        """The processor's left-padded batch (``input_ids``, ``attention_mask``, ``pixel_values``,
+        ``image_grid_thw``, ...) for ``prompts``, on the model's device."""
+        texts = [self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts]
+        images = [[open_image(x) for x in ims] for _, ims in prompts]
+        enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
+        return enc.to(self.model.device)
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        n: int = 1,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, in input order (see the class docstring)."""
+        from tqdm.auto import tqdm
+
+        _check_sampling(n, temperature, top_p)
+        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, **self.generation_kwargs}
+        if do_sample:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0, num_return_sequences=n)
+        else:
+            kwargs.update(do_sample=False)
+        per_prompt = n if do_sample else 1
+        eos = _eos_ids(self.model)
+        out: list[list[Completion]] = []
+        starts = range(0, len(prompts), self.batch_size)
+        with _inference(self.model, seed):
+            for i in tqdm(starts, desc=self.desc, disable=not self.progress):
+                enc = self.encode(prompts[i : i + self.batch_size])
+                ids = self.model.generate(**enc, **kwargs)
+                gen = ids[:, enc["input_ids"].shape[1] :]
+                texts = self.processor.batch_decode(gen, skip_special_tokens=True)
+                rows = [Completion(t, trim_generated(g.tolist(), eos)) for t, g in zip(texts, gen)]
+                for j in range(0, len(rows), per_prompt):
+                    group = rows[j : j + per_prompt]
+                    out.append(group if do_sample else group * n)
+        return out
+
+
+class FunctionPolicy:
+    """A policy whose answers come from a Python function of the prompt: a scripted expert, a
+    rule-based baseline, or a test double for the episode loops.
+
+    ``fn(prompt)`` returns one text (repeated ``n`` times) or a sequence of exactly ``n`` texts.
+    Completions carry no token ids (there is no tokenizer). Every call is appended to ``calls``
+    as ``(prompts, options)`` so a test can check what the loop asked.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.calls: list[tuple[list[Prompt], dict[str, Any]]] = []
+
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        n: int = 1,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        _check_sampling(n, temperature, top_p)
+        options = {"n": n, "do_sample": do_sample, "temperature": temperature, "top_p": top_p, "seed": seed}
+        self.calls.append((list(prompts), options))
+        out = []
+        for prompt in prompts:
+            got = self.fn(prompt)
+            texts = [got] * n if isinstance(got, str) else list(got)
+            if len(texts) != n:
+                raise ValueError(f"FunctionPolicy: the function returned {len(texts)} texts for n={n}")
+            out.append([Completion(t) for t in texts])
+        return out
