@@ -534,3 +534,19 @@ def test_eval_policy_from_folder_and_stage_result(tiny_checkpoint: Path, minigui
     assert a.complete(prompts) == b.complete(prompts)  # same weights either way
     with pytest.raises(KeyError, match="'final'"):
         ev.eval_policy(cfg, {"adapter": False})
+
+
+def test_evaluation_grid_labels_and_grouping(minigui12: Path) -> None:
+    """Labels (e.g. a training seed) go into every record and can split the step metrics."""
+    cfg = tiny_cfg(max_test_steps=3, histories=["1AO"])
+    splits = {"test_in_domain": load_splits(minigui12)["test_in_domain"]}
+    records = []
+    for seed in (0, 1):
+        records += ev.evaluation_grid(
+            cfg, {"x": FunctionPolicy(lambda p: "")}, splits, labels={"train_seed": seed}, progress=False
+        )
+    assert [r["train_seed"] for r in records] == [0, 0, 0, 1, 1, 1]
+    steps = ev.step_metrics(cfg, records, by=("model", "train_seed", "split"))
+    assert list(steps.columns[:3]) == ["model", "train_seed", "split"] and list(steps.n) == [3, 3]
+    with pytest.raises(ValueError, match="overwrite prediction fields"):
+        ev.evaluation_grid(cfg, {"x": FunctionPolicy(lambda p: "")}, splits, labels={"exact": 1}, progress=False)

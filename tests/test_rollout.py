@@ -520,3 +520,31 @@ def test_rollout_with_tiny_model_keeps_token_ids(tiny_model, minigui12: Path) ->
         for s in r.steps:
             assert len(s.completions) == 2 and all(1 <= len(c.token_ids) <= 5 for c in s.completions)
             assert len(s.prompt[1]) == (2 if s.t else 1)
+
+
+def test_step_prompts_history_hook(minigui12: Path) -> None:
+    """The rollout history hook also serves ground-truth-history prompts: the default builder
+    gives episode_step_prompt's prompts exactly; a cropping hook replaces the history images and
+    sees the annotated actions (their coordinates) of the earlier steps."""
+    from PIL import Image
+
+    from guirl.rollout import recorded_history
+
+    episodes, root = recorded_episodes(minigui12)
+    spec = PromptSpec(n_history=2, history_mode="nAO", use_step_instruction=True)
+    kw = dict(min_pixels=MIN_PX, max_pixels=MAX_PX, image_root=root)
+    plain = step_prompts(episodes, spec, **kw)
+    assert step_prompts(episodes, spec, history_builder=recorded_history, **kw) == plain
+    seen = []
+
+    def crop(rollout, t):
+        seen.append((t, [e.action for e in rollout.history], rollout.steps))
+        return [(e.text, Image.new("RGB", (4, 4))) for e in rollout.history]
+
+    cropped = step_prompts(episodes, spec, history_builder=crop, **kw)
+    for a, b in zip(plain, cropped):
+        assert a.target == b.target and a.prompt[0] == b.prompt[0]  # same messages and completion
+        assert a.prompt[1][-1] == b.prompt[1][-1]  # the current screen is not touched
+        assert all(getattr(im, "size", None) == (4, 4) for im in b.prompt[1][:-1])
+    ep0 = episodes[0]
+    assert seen[2] == (2, [ep0.steps[0].action, ep0.steps[1].action], [])  # annotated history, no completions

@@ -31,10 +31,10 @@ from guirl.config import Config
 from guirl.data.schema import Episode
 from guirl.data.splits import Split
 from guirl.metrics.protocols import get_protocol
-from guirl.metrics.records import prediction_record
+from guirl.metrics.records import PREDICTION_FIELDS, prediction_record
 from guirl.metrics.summary import summarize_online, summarize_steps
 from guirl.prompts import PromptSpec
-from guirl.rollout import HFPolicy, Policy, derive_seed, play_online, step_prompts
+from guirl.rollout import HFPolicy, HistoryBuilder, Policy, derive_seed, play_online, step_prompts
 from guirl.train.sft import prompt_spec
 
 __all__ = [
@@ -103,32 +103,50 @@ def evaluate_offline(
     model_name: str,
     split: str,
     max_steps: int | None = None,
+    history_builder: HistoryBuilder | None = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Step-level evaluation of one split under one history setting: every step with its
     ground-truth history (the first ``max_steps`` in episode order), answered greedily in one
     batched call, parsed with ``spec.output_format`` and scored with ``protocol``.
 
-    Returns one prediction record per step (:data:`guirl.metrics.records.PREDICTION_FIELDS`),
-    in episode order. An unknown protocol fails before anything is generated.
+    ``history_builder`` rewrites the ground-truth history (see
+    :func:`guirl.rollout.step_prompts`); ``labels`` are extra fields put into every record
+    (e.g. ``{"train_seed": 1}``). Returns one prediction record per step
+    (:data:`guirl.metrics.records.PREDICTION_FIELDS` plus ``labels``), in episode order. An
+    unknown protocol fails before anything is generated.
     """
     get_protocol(protocol)
+    extra = dict(labels or {})
+    clash = set(extra) & set(PREDICTION_FIELDS)
+    if clash:
+        raise ValueError(f"evaluate_offline: labels {sorted(clash)} would overwrite prediction fields")
     items = step_prompts(
-        episodes, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=image_root, max_steps=max_steps
+        episodes,
+        spec,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+        image_root=image_root,
+        max_steps=max_steps,
+        history_builder=history_builder,
     )
     answers = policy.complete([it.prompt for it in items])
     return [
-        prediction_record(
-            model=model_name,
-            split=split,
-            history=spec.tag,
-            episode=it.episode,
-            t=it.t,
-            output=completions[0].text,
-            output_format=spec.output_format,
-            protocol=protocol,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-        )
+        {
+            **prediction_record(
+                model=model_name,
+                split=split,
+                history=spec.tag,
+                episode=it.episode,
+                t=it.t,
+                output=completions[0].text,
+                output_format=spec.output_format,
+                protocol=protocol,
+                min_pixels=min_pixels,
+                max_pixels=max_pixels,
+            ),
+            **extra,
+        }
         for it, completions in zip(items, answers)
     ]
 
@@ -139,6 +157,8 @@ def evaluation_grid(
     splits: Mapping[str, Split],
     *,
     histories: Sequence[str] | None = None,
+    history_builder: HistoryBuilder | None = None,
+    labels: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Prediction records of every policy x split x history setting (in that nesting order).
@@ -146,7 +166,8 @@ def evaluation_grid(
     ``policies`` maps a model name to a :class:`Policy` or to a function that builds one (called
     once, when its turn comes, so only one model is in memory at a time). ``histories``
     defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.train.sft.prompt_spec`.
-    The protocol, pixel budget and ``eval.max_test_steps`` come from ``cfg``.
+    The protocol, pixel budget and ``eval.max_test_steps`` come from ``cfg``;
+    ``history_builder`` and ``labels`` are passed to :func:`evaluate_offline`.
     """
     from tqdm.auto import tqdm
 
@@ -171,6 +192,8 @@ def evaluation_grid(
                     model_name=name,
                     split=split_name,
                     max_steps=cfg.eval.max_test_steps,
+                    history_builder=history_builder,
+                    labels=labels,
                 )
                 bar.update()
         del policy
@@ -194,19 +217,17 @@ def _groups(records: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tupl
     return out
 
 
-def step_metrics(cfg: Config, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """One row per (model, history, split), in order of first appearance: ``n``,
+def step_metrics(
+    cfg: Config, records: Sequence[dict[str, Any]], by: Sequence[str] = ("model", "history", "split")
+) -> pd.DataFrame:
+    """One row per group of records (``by``: model, history, split; add a label such as a
+    training seed to split further), in order of first appearance: the ``by`` fields, ``n``,
     ``n_unparsable`` and TM / GR / SR (%) with their 95% bootstrap bounds
     (:func:`guirl.metrics.summary.summarize_steps`, ``eval.bootstrap_samples`` resamples, seed
     ``cfg.seed``)."""
     rows = [
-        {
-            "model": name,
-            "history": tag,
-            "split": split,
-            **summarize_steps(group, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed),
-        }
-        for (name, tag, split), group in _groups(records, ("model", "history", "split")).items()
+        {**dict(zip(by, key)), **summarize_steps(group, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed)}
+        for key, group in _groups(records, tuple(by)).items()
     ]
     return pd.DataFrame(rows)
 

@@ -73,32 +73,6 @@ class StepPrompt:
     target: str
 
 
-def step_prompts(
-    episodes: Sequence[Episode],
-    spec: PromptSpec,
-    *,
-    min_pixels: int,
-    max_pixels: int,
-    image_root: str | Path = "",
-    max_steps: int | None = None,
-) -> list[StepPrompt]:
-    """Every step of ``episodes`` in episode order, prompted with its ground-truth history.
-
-    ``max_steps`` keeps the first steps in that order (whole episodes first), for CPU budgets.
-    Images are paths joined to ``image_root`` (the split's folder).
-    """
-    items = [(ep, t) for ep in episodes for t in range(len(ep.steps))]
-    if max_steps is not None:
-        items = items[:max_steps]
-    out = []
-    for ep, t in items:
-        messages, images, target = episode_step_prompt(
-            ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=str(image_root)
-        )
-        out.append(StepPrompt(ep, t, (messages, images), target))
-    return out
-
-
 # ----------------------------------------------------------------------------- own-history rollouts
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -196,6 +170,45 @@ def annotated_entry(rollout: EpisodeRollout, t: int, spec: PromptSpec, ctx: Any)
     except ActionError as e:
         raise ValueError(f"episode {ep.episode_id} step {t}: {e}; pick an output format that can express it") from e
     return HistoryEntry(text, rollout.screenshot(t), action, "annotation")
+
+
+def step_prompts(
+    episodes: Sequence[Episode],
+    spec: PromptSpec,
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    image_root: str | Path = "",
+    max_steps: int | None = None,
+    history_builder: HistoryBuilder | None = None,
+) -> list[StepPrompt]:
+    """Every step of ``episodes`` in episode order, prompted with its ground-truth history.
+
+    ``max_steps`` keeps the first steps in that order (whole episodes first), for CPU budgets.
+    Images are paths joined to ``image_root`` (the split's folder). ``history_builder`` (the
+    hook of :func:`rollout_recorded`) may rewrite the history, e.g. crop its images: it gets an
+    :class:`EpisodeRollout` whose ``history`` holds the annotated steps before ``t`` (and no
+    ``steps``); without it the prompts are :func:`guirl.prompts.episode_step_prompt`'s.
+    """
+    items = [(ep, t) for ep in episodes for t in range(len(ep.steps))]
+    if max_steps is not None:
+        items = items[:max_steps]
+    out = []
+    for ep, t in items:
+        if history_builder is None:
+            messages, images, target = episode_step_prompt(
+                ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=str(image_root)
+            )
+            out.append(StepPrompt(ep, t, (messages, images), target))
+            continue
+        roll = EpisodeRollout(ep, str(image_root))
+        roll.history = [annotated_entry(roll, k, spec, _context(roll, k, min_pixels, max_pixels)) for k in range(t)]
+        history = list(history_builder(roll, t))
+        step = ep.steps[t]
+        prompt = build_prompt(ep.instruction, history, roll.screenshot(t), spec, step.low_level_instruction or None)
+        target = annotated_entry(roll, t, spec, _context(roll, t, min_pixels, max_pixels)).text
+        out.append(StepPrompt(ep, t, prompt, target))
+    return out
 
 
 def keep_policy_action(spec: PromptSpec, *, min_pixels: int, max_pixels: int) -> Decide:
