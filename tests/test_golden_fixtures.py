@@ -174,3 +174,20 @@ def test_schema_check_rejects_bad_rows(change: dict, message: str) -> None:
     _check_row("agentcpm", dict(GOOD))  # the good row passes
     with pytest.raises(AssertionError, match=message):
         _check_row("agentcpm", {**GOOD, **change})
+
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+@pytest.mark.parametrize("folder", sorted(p for p in REAL.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_real_excerpts_are_documented_and_parse(folder: Path) -> None:
+    # every excerpt folder is listed in tests/fixtures/real/README.md and its JSON files parse
+    assert f"`{folder.name}/" in (REAL / "README.md").read_text(encoding="utf-8"), f"{folder.name} not in README"
+    files = [p for p in folder.rglob("*") if p.suffix in (".json", ".jsonl")]
+    assert files, f"{folder.name}: no JSON files"
+    for p in files:
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".jsonl":
+            assert all(isinstance(json.loads(line), dict) for line in text.splitlines() if line.strip())
+        else:
+            assert json.loads(text)
