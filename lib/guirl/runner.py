@@ -1,39 +1,49 @@
-"""Run notebooks through papermill with a validated configuration.
+"""Run notebooks through papermill with a configuration resolved once.
 
 Command line::
 
     python -m guirl.runner notebooks/00_data_prep.ipynb --profile tiny \\
-        [-p KEY VALUE ...] [--override dotted.key=value ...] [--experiment NAME] [--dry-run]
-    python -m guirl.runner --all --profile tiny
+        [--override dotted.key=value ...] [--experiment NAME] [--smoke | --overlay NAME ...] \\
+        [-p NAME VALUE ...] [--dry-run]
+    python -m guirl.runner --all --profile tiny [--force]        # make reproduce
+    python -m guirl.runner notebooks/01_sft.ipynb --dag [--force] # make nb-01_sft
 
 For each notebook the runner
 
-1. loads and validates the configuration (``guirl.config.load_config``) *before* anything
-   runs; a bad configuration prints a one-line error, writes nothing and exits with status 2;
-2. executes the notebook with papermill on the project kernel (``guirl``), injecting the
-   parameters ``profile``, ``experiment``, ``seed``, ``overrides`` (a list of ``key=value``
-   strings) and any ``-p KEY VALUE`` (values parsed as YAML scalars, e.g. ``-p smoke true``);
-3. writes the executed copy to ``runs/<profile>/<notebook>.ipynb`` (never over the source) and
-   the resolved configuration next to it (``<notebook>.config.yaml``), and prints the wall time.
+1. resolves and validates the configuration (``guirl.config.load_config``: profile <
+   experiment < overlays < overrides) *before* anything runs; a bad configuration prints a
+   one-line error naming the file and key, writes nothing and exits with status 2;
+2. saves it to ``runs/<profile>/<notebook>.config.yaml`` and executes the notebook with
+   papermill on the project kernel (``guirl``), injecting ``profile``, ``experiment``,
+   ``overrides`` and ``config_path`` (the saved file, which the notebook loads with
+   ``guirl.config.load_run_config``: the config it runs with is the one saved) and any
+   ``-p NAME VALUE`` for the notebook's own parameters (never a config key);
+3. writes the executed copy to ``runs/<profile>/<notebook>.ipynb`` (never over the source),
+   and after a successful run the stamp ``runs/<profile>/<notebook>.stamp.json``
+   (:mod:`guirl.dag`), and prints the wall time.
+
+``--all`` and ``--dag`` treat the notebooks as a DAG (their ``metadata.guirl.reads``): they run,
+in number order, only the notebooks whose source, resolved config, library code or inputs changed
+since their last successful run (``--all``: every notebook; ``NB --dag``: NB and what it reads,
+directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
+interrupted run leaves no stamp, so the next run resumes there.
 
 The experiment defaults to ``configs/experiments/<notebook stem>.yaml`` when that file exists.
-
-Notebook contract: exactly one cell tagged ``parameters`` that assigns flat literals, at least
-``profile``, ``experiment``, ``seed``, ``overrides`` and ``smoke``, and a first code cell after
-it that calls ``cfg = load_config(profile, experiment, overrides)``. ``smoke=True`` asks the
-notebook to shrink its budgets (tests use it).
+The notebook contract is in ``docs/architecture.md`` and ``notebooks/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from guirl import dag
 from guirl.config import (
     Config,
     ConfigError,
@@ -50,21 +60,29 @@ __all__ = [
     "NOTEBOOK_GLOB",
     "RESERVED_PARAMETERS",
     "RunnerError",
+    "RunPlan",
     "RunResult",
+    "DagStep",
     "list_notebooks",
     "default_experiment",
+    "notebook_parameters",
     "plan_run",
+    "execute",
     "run_notebook",
+    "run_dag",
+    "DagStopped",
+    "current_fingerprint",
     "main",
 ]
 
 KERNEL_NAME = "guirl"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
-RESERVED_PARAMETERS = ("profile", "experiment", "seed", "overrides")
+#: Injected by the runner into every notebook's ``parameters`` cell.
+RESERVED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
 
 
 class RunnerError(RuntimeError):
-    """A run that cannot start (missing notebook, unsafe output path, no kernel)."""
+    """A run that cannot start (missing notebook, unsafe output path, bad parameter, no kernel)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,19 @@ class RunPlan:
     config_path: Path
     config: Config
     parameters: dict[str, Any]
+    experiment: str | None
+    overlays: tuple[str, ...]
+    overrides: tuple[str, ...]
+    reads: tuple[str, ...]
+
+    @property
+    def stem(self) -> str:
+        return self.notebook.stem
+
+    @property
+    def stamp_path(self) -> Path:
+        """``runs/<profile>/<notebook>.stamp.json`` (next to the executed copy)."""
+        return self.output.with_suffix(dag.STAMP_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -88,6 +119,16 @@ class RunResult:
     config_hash: str
     profile: str
     wall_time_s: float
+
+
+@dataclass(frozen=True)
+class DagStep:
+    """One notebook's fate in :func:`run_dag`: ``action`` is ``"ran"``, ``"skipped"`` (up to
+    date), ``"would run"`` (dry run), ``"failed"`` or ``"not reached"`` (after a failure)."""
+
+    stem: str
+    action: str
+    reasons: tuple[str, ...] = ()
 
 
 def list_notebooks(folder: Path | None = None) -> list[Path]:
@@ -108,6 +149,25 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
+def notebook_parameters(nb: Mapping[str, Any]) -> list[str]:
+    """The names the notebook's ``parameters`` cell assigns, in order (``[]`` without one)."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            src = cell.get("source", "")
+            try:
+                tree = ast.parse("".join(src) if isinstance(src, list) else src)
+            except SyntaxError:
+                return []
+            return [
+                t.id
+                for stmt in tree.body
+                if isinstance(stmt, ast.Assign)
+                for t in stmt.targets
+                if isinstance(t, ast.Name)
+            ]
+    return []
+
+
 def _override_list(overrides: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
     if overrides is None:
         return []
@@ -122,33 +182,60 @@ def _override_list(overrides: Mapping[str, Any] | Sequence[str] | None) -> list[
     return out
 
 
+def _check_parameters(nb_path: Path, declared: list[str], params: Mapping[str, Any], cfg: Config) -> None:
+    """``-p NAME VALUE`` may set only the notebook's own parameters, never a config key."""
+    flat = cfg.to_flat()
+    for name, value in params.items():
+        if name in RESERVED_PARAMETERS:
+            flag = "--override KEY=VALUE" if name == "overrides" else f"--{name.replace('_', '-')}"
+            raise RunnerError(f"-p {name}: set by the runner; use {flag} instead")
+        dotted = [k for k in flat if k == name or k.endswith(f".{name}")] + [
+            k for k in type(cfg).model_fields if k == name and k not in flat
+        ]
+        if name in declared and not dotted:
+            continue
+        if dotted:
+            raise RunnerError(
+                f"-p {name}: {name!r} is a config key; set it with --override {dotted[0]}={value}"
+                " so that the saved config is the one the notebook uses"
+            )
+        own = [p for p in declared if p not in RESERVED_PARAMETERS]
+        raise RunnerError(
+            f"-p {name}: not a parameter of {_rel(nb_path)} (its own parameters: {', '.join(own) or 'none'}); "
+            "config keys are set with --override dotted.key=value"
+        )
+
+
 def plan_run(
     notebook: str | Path,
     profile: str = "tiny",
     *,
     experiment: str | None = None,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    overlays: Sequence[str] = (),
     parameters: Mapping[str, Any] | None = None,
     output_path: str | Path | None = None,
 ) -> RunPlan:
-    """Validate a run without writing anything: the notebook exists, the configuration is
-    valid (raises :class:`ConfigError`), the output is not the source notebook."""
+    """Validate a run without writing anything: the notebook exists and declares what it reads,
+    the configuration is valid (raises :class:`ConfigError`), every ``-p`` parameter is one of
+    the notebook's own, the output is not the source notebook."""
     nb = Path(notebook)
     if not nb.is_file() and not nb.is_absolute() and (repo_root() / nb).is_file():
         nb = repo_root() / nb
     if not nb.is_file() or nb.suffix != ".ipynb":
         raise RunnerError(f"{notebook}: notebook not found (expected an existing .ipynb file)")
     nb = nb.resolve()
+    content = dag.load_notebook(nb)
+    try:
+        reads = dag.notebook_reads(_rel(nb), content)
+    except dag.DagError as err:
+        raise RunnerError(str(err)) from None
     params = dict(parameters or {})
     override_list = _override_list(overrides)
-    for key in ("profile", "overrides", "experiment"):
-        if key in params:
-            raise RunnerError(f"-p {key}: reserved parameter; use --{key} instead")
-    if "seed" in params:  # `-p seed 3` is a config override, so the saved config agrees
-        override_list.append(format_override("seed", params.pop("seed")))
     if experiment is None:
         experiment = default_experiment(nb)
-    cfg = load_config(profile, experiment, override_list)
+    cfg = load_config(profile, experiment, override_list, overlays=overlays)
+    _check_parameters(nb, notebook_parameters(content), params, cfg)
     output = Path(output_path) if output_path is not None else runs_dir(cfg.profile) / nb.name
     output = output.resolve()
     if output == nb:
@@ -160,14 +247,17 @@ def plan_run(
             f"{_rel(output)}: refusing to write executed copies into notebooks/ (sources only); "
             "leave --output unset to write under runs/<profile>/"
         )
+    config_path = output.with_suffix(".config.yaml")
     injected = {
-        "profile": str(profile),
+        "profile": cfg.profile,
         "experiment": experiment,
-        "seed": cfg.seed,
         "overrides": override_list,
+        "config_path": str(config_path),
         **params,
     }
-    return RunPlan(nb, output, output.with_suffix(".config.yaml"), cfg, injected)
+    return RunPlan(
+        nb, output, config_path, cfg, injected, experiment, tuple(map(str, overlays)), tuple(override_list), reads
+    )
 
 
 def _check_kernel(kernel_name: str) -> None:
@@ -182,15 +272,45 @@ def _check_kernel(kernel_name: str) -> None:
         ) from None
 
 
+def _upstream_stamp(plan: RunPlan, stem: str) -> Path:
+    return plan.stamp_path.with_name(f"{stem}{dag.STAMP_SUFFIX}")
+
+
+def current_fingerprint(plan: RunPlan, library: str | None = None) -> dict[str, Any]:
+    """The fingerprint a run of ``plan`` would have now (:func:`guirl.dag.fingerprint`)."""
+    return dag.fingerprint(
+        source=dag.source_digest(dag.load_notebook(plan.notebook)),
+        config=plan.config.hash(),
+        library=library if library is not None else dag.library_digest(),
+        inputs={up: dag.stamp_digest(_upstream_stamp(plan, up)) for up in plan.reads},
+    )
+
+
+def _header(plan: RunPlan) -> list[str]:
+    return [
+        f"resolved by guirl.runner for {_rel(plan.notebook)}: the notebook loads this file (config_path)",
+        f"profile {plan.config.profile}; experiment {plan.experiment or '-'}; "
+        f"overlays {', '.join(plan.overlays) or '-'}; overrides {' '.join(plan.overrides) or '-'}",
+    ]
+
+
 def execute(
-    plan: RunPlan, *, kernel_name: str = KERNEL_NAME, log_output: bool = False, quiet: bool = False
+    plan: RunPlan,
+    *,
+    kernel_name: str = KERNEL_NAME,
+    log_output: bool = False,
+    quiet: bool = False,
+    library: str | None = None,
 ) -> RunResult:
-    """Run a validated :class:`RunPlan` with papermill (see :func:`run_notebook`)."""
+    """Run a validated :class:`RunPlan` with papermill (see :func:`run_notebook`); on success,
+    write its stamp. The old stamp is removed first, so a failed run leaves none."""
     _check_kernel(kernel_name)
     import papermill as pm  # slow import: only when something runs
 
+    fp = current_fingerprint(plan, library)
     plan.output.parent.mkdir(parents=True, exist_ok=True)
-    plan.config.save(plan.config_path)
+    plan.stamp_path.unlink(missing_ok=True)
+    plan.config.save(plan.config_path, header=_header(plan))
     start = time.perf_counter()
     pm.execute_notebook(
         str(plan.notebook),
@@ -202,6 +322,7 @@ def execute(
         progress_bar=False,
     )
     wall = time.perf_counter() - start
+    dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall)
     result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
     if not quiet:
         print(
@@ -218,6 +339,7 @@ def run_notebook(
     *,
     experiment: str | None = None,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    overlays: Sequence[str] = (),
     parameters: Mapping[str, Any] | None = None,
     output_path: str | Path | None = None,
     kernel_name: str = KERNEL_NAME,
@@ -231,9 +353,73 @@ def run_notebook(
     traceback, is then at ``runs/<profile>/<notebook>.ipynb``).
     """
     plan = plan_run(
-        notebook, profile, experiment=experiment, overrides=overrides, parameters=parameters, output_path=output_path
+        notebook,
+        profile,
+        experiment=experiment,
+        overrides=overrides,
+        overlays=overlays,
+        parameters=parameters,
+        output_path=output_path,
     )
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
+
+
+def run_dag(
+    plans: Sequence[RunPlan],
+    *,
+    force: Sequence[str] = (),
+    dry_run: bool = False,
+    executor: Callable[..., Any] = execute,
+    log: Callable[[str], None] = print,
+    **execute_kw: Any,
+) -> list[DagStep]:
+    """Run the stale notebooks of ``plans`` (in number order, upstream first) and skip the rest.
+
+    A notebook runs when its stamp does not match its current fingerprint
+    (:func:`guirl.dag.stale_reasons`), when one of the notebooks it reads ran in this call, or
+    when its stem is in ``force``. ``dry_run``: decide and report only. The first failure stops
+    the walk (the failed notebook keeps no stamp, so the next call reruns it and what follows).
+    ``executor(plan, library=..., **execute_kw)`` runs one plan (default :func:`execute`).
+    Returns one :class:`DagStep` per plan.
+    """
+    dag.check_reads({p.stem: p.reads for p in plans})
+    library = dag.library_digest()
+    steps: list[DagStep] = []
+    ran: set[str] = set()
+    for i, plan in enumerate(plans):
+        reasons = ["forced"] if plan.stem in force else []
+        reasons += dag.stale_reasons(dag.read_stamp(plan.stamp_path), current_fingerprint(plan, library))
+        if dry_run:  # upstream runs are only planned: their stamps have not changed yet
+            reasons += [f"input {up} would rerun" for up in plan.reads if up in ran]
+        if not reasons:
+            log(f"[guirl.runner] {plan.stem}: up to date, skipped")
+            steps.append(DagStep(plan.stem, "skipped"))
+            continue
+        why = tuple(dict.fromkeys(reasons))
+        if dry_run:
+            log(f"[guirl.runner] {plan.stem}: would run ({'; '.join(why)})")
+            steps.append(DagStep(plan.stem, "would run", why))
+            ran.add(plan.stem)
+            continue
+        log(f"[guirl.runner] {plan.stem}: runs ({'; '.join(why)})")
+        try:
+            executor(plan, library=library, **execute_kw)
+        except BaseException as err:  # a failure or Ctrl-C: stop here, report what happened
+            steps.append(DagStep(plan.stem, "failed", why))
+            steps += [DagStep(p.stem, "not reached") for p in plans[i + 1 :]]
+            raise DagStopped(steps, plan, err) from err
+        ran.add(plan.stem)
+        steps.append(DagStep(plan.stem, "ran", why))
+    return steps
+
+
+class DagStopped(Exception):
+    """A notebook of :func:`run_dag` failed or was interrupted: ``steps`` says what happened to
+    every plan, ``plan`` is the one that failed and ``error`` the original exception."""
+
+    def __init__(self, steps: list[DagStep], plan: RunPlan, error: BaseException) -> None:
+        super().__init__(f"{plan.stem} failed: {_error_line(error)}")
+        self.steps, self.plan, self.error = steps, plan, error
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -242,7 +428,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Execute notebooks with papermill under a validated guirl configuration.",
     )
     ap.add_argument("notebook", nargs="?", help="path of the notebook (e.g. notebooks/00_data_prep.ipynb)")
-    ap.add_argument("--all", action="store_true", help=f"run every notebooks/{NOTEBOOK_GLOB} in order")
+    ap.add_argument(
+        "--all", action="store_true", help=f"every notebooks/{NOTEBOOK_GLOB} whose inputs changed, in order"
+    )
+    ap.add_argument(
+        "--dag",
+        action="store_true",
+        help="NOTEBOOK and the notebooks it reads: run only the stale ones, upstream first",
+    )
+    ap.add_argument("--force", action="store_true", help="with --all or --dag: rerun even when up to date")
     ap.add_argument("--profile", default="tiny", help="configs/profiles/<PROFILE>.yaml (default: tiny)")
     ap.add_argument(
         "--experiment",
@@ -250,20 +444,28 @@ def _parser() -> argparse.ArgumentParser:
         help="configs/experiments/<NAME>.yaml or a path (default: the notebook's own, if any)",
     )
     ap.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
+        "--overlay",
         action="append",
         default=[],
-        metavar=("KEY", "VALUE"),
-        help="papermill parameter; VALUE is parsed as YAML (e.g. -p smoke true)",
+        metavar="NAME",
+        help="configs/overlays/<NAME>.yaml or a path, applied after the experiment (repeatable)",
     )
+    ap.add_argument("--smoke", action="store_true", help="shorthand for --overlay smoke (seconds-sized budgets)")
     ap.add_argument(
         "--override",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="config override with a dotted key (e.g. --override sft.learning_rate=1e-4)",
+        help="config override with a dotted key (e.g. --override data.source=aitz), applied last",
+    )
+    ap.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="one of the notebook's own parameters (never a config key); VALUE is parsed as YAML",
     )
     ap.add_argument("--output", default=None, help="executed copy (default: runs/<profile>/<notebook>.ipynb)")
     ap.add_argument("--kernel", default=KERNEL_NAME, help=f"Jupyter kernel (default: {KERNEL_NAME})")
@@ -271,23 +473,49 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--dry-run",
         action="store_true",
-        help="validate and print the resolved configuration; run nothing, write nothing",
+        help="validate and print the resolved configuration (and, with --all/--dag, what would run); write nothing",
     )
     return ap
 
 
+def _error_line(err: BaseException) -> str:
+    if hasattr(err, "ename"):
+        return f"{err.ename}: {err.evalue} (cell {getattr(err, 'exec_count', '?')})"
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 a notebook failed, 2 bad
-    configuration or usage)."""
+    configuration or usage, 130 interrupted)."""
     args = _parser().parse_args(argv)
     if args.all == (args.notebook is not None):
         print("error: give one NOTEBOOK or --all", file=sys.stderr)
         return 2
-    if args.all and args.output:
-        print("error: --output needs a single NOTEBOOK", file=sys.stderr)
+    if args.all and (args.output or args.dag):
+        print("error: --output and --dag need a single NOTEBOOK (--all already runs the DAG)", file=sys.stderr)
         return 2
+    use_dag = args.all or args.dag
+    if args.force and not use_dag:
+        print("error: --force needs --all or --dag (a single NOTEBOOK always runs)", file=sys.stderr)
+        return 2
+    overlays = [*(["smoke"] if args.smoke else []), *args.overlay]
     parameters = {key: parse_scalar(value) for key, value in args.parameter}
-    notebooks = list_notebooks() if args.all else [Path(args.notebook)]
+    all_notebooks = list_notebooks()
+    if args.all:
+        notebooks = all_notebooks
+    elif args.dag:
+        target = Path(args.notebook).resolve()
+        try:
+            reads = {p.stem: dag.notebook_reads(_rel(p)) for p in all_notebooks}
+            dag.check_reads(reads)
+            stems = dag.with_upstream([target.stem], reads)
+        except dag.DagError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        notebooks = [p for p in all_notebooks if p.stem in stems]
+    else:
+        notebooks = [Path(args.notebook)]
     if not notebooks:
         print(f"[guirl.runner] no notebooks match notebooks/{NOTEBOOK_GLOB}; nothing to run")
         return 0
@@ -298,40 +526,64 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.profile,
                 experiment=args.experiment,
                 overrides=args.override,
-                parameters=parameters,
+                overlays=overlays,
+                # -p parameters belong to the named notebook, not to its upstream
+                parameters=parameters if (not args.dag or nb.stem == Path(args.notebook).stem) else None,
                 output_path=args.output,
             )
             for nb in notebooks
         ]
-    except (ConfigError, RunnerError) as err:
+        if use_dag:
+            dag.check_reads({p.stem: p.reads for p in plans})
+    except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.dry_run:
         for plan in plans:
             print(f"# {_rel(plan.notebook)} -> {_rel(plan.output)}; parameters {plan.parameters}")
             print(plan.config.to_yaml(), end="")
+        if use_dag:
+            run_dag(plans, dry_run=True)
         return 0
     total = time.perf_counter()
-    for plan in plans:
-        try:
-            execute(plan, kernel_name=args.kernel, log_output=args.log_output)
-        except RunnerError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        except Exception as err:  # papermill.PapermillExecutionError and kernel failures
-            if hasattr(err, "ename"):
-                first = f"{err.ename}: {err.evalue} (cell {getattr(err, 'exec_count', '?')})"
-            else:
-                first = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    execute_kw = {"kernel_name": args.kernel, "log_output": args.log_output}
+    try:
+        if use_dag:
+            force = [p.stem for p in plans] if args.all else [Path(args.notebook).stem]
+            steps = run_dag(plans, force=force if args.force else (), **execute_kw)
+            ran = [s.stem for s in steps if s.action == "ran"]
             print(
-                f"error: {_rel(plan.notebook)} failed: {first}; the executed copy with the "
-                f"traceback is {_rel(plan.output)}",
-                file=sys.stderr,
+                f"[guirl.runner] {len(ran)} ran ({', '.join(ran) or 'none'}), "
+                f"{len(steps) - len(ran)} up to date: {time.perf_counter() - total:.1f} s"
             )
-            return 1
-    if len(plans) > 1:
-        print(f"[guirl.runner] {len(plans)} notebooks: {time.perf_counter() - total:.1f} s")
+        else:
+            execute(plans[0], **execute_kw)
+    except DagStopped as stop:
+        return _report_failure(stop.error, stop.plan)
+    except RunnerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the notebook that was running keeps no stamp; run again to resume", file=sys.stderr)
+        return 130
+    except Exception as err:  # papermill.PapermillExecutionError and kernel failures
+        return _report_failure(err, plans[0])
     return 0
+
+
+def _report_failure(err: BaseException, failed: RunPlan) -> int:
+    if isinstance(err, KeyboardInterrupt):
+        print(f"interrupted in {failed.stem}: it keeps no stamp; run again to resume there", file=sys.stderr)
+        return 130
+    if isinstance(err, RunnerError):
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(
+        f"error: {_rel(failed.notebook)} failed: {_error_line(err)}; the executed copy with the "
+        f"traceback is {_rel(failed.output)}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

@@ -21,19 +21,23 @@ def base_model_dir(cfg: Config) -> Path:
     return resolve_checkpoint(cfg.model.local_dir())
 
 
-def minigui_dir(cfg: Config, *, n_tasks: int | None = None, progress: bool = True) -> Path:
-    """The MiniGUI dataset folder of a profile, built (deterministically) if it is not there yet.
+def minigui_dir(cfg: Config, *, rebuild: bool = False, progress: bool = True) -> Path:
+    """The MiniGUI dataset folder of a run, ``data/<profile>/minigui``, with
+    ``data.n_train_tasks + data.n_test_tasks`` tasks drawn with ``seed`` on
+    ``data.width`` x ``data.height`` screens.
 
-    Notebook ``00_data_prep`` writes the same folder with the same arguments, so whichever runs
-    first builds it and the other reuses it. ``n_tasks`` defaults to
-    ``data.n_train_tasks + data.n_test_tasks``.
+    Notebook ``00_data_prep`` builds it (``rebuild=True``: generated afresh, so a changed
+    simulator or expert shows up); the notebooks that read 00's output reuse it when its
+    manifest matches these settings, and build it only when it is missing or was built with
+    other settings (for instance a notebook opened by hand before 00 ran). The sizes come only
+    from the config, so 00 and its readers agree on them (one build per run of the pipeline).
     """
     from guirl.env.export import build_minigui_dataset
 
     out = data_dir(cfg.profile) / "minigui"
-    total = n_tasks or cfg.data.n_train_tasks + cfg.data.n_test_tasks
+    total = cfg.data.n_train_tasks + cfg.data.n_test_tasks
     manifest = out / "manifest.json"
-    if manifest.exists():
+    if manifest.exists() and not rebuild:
         import json
 
         m = json.loads(manifest.read_text())
@@ -59,6 +63,7 @@ def dataset_dir(cfg: Config, *, progress: bool = True) -> Path:
     if not (out / "episodes.jsonl").exists():
         raise FileNotFoundError(
             f"{out}/episodes.jsonl: {cfg.data.source} has not been converted for profile {cfg.profile}; run "
-            f"make nb-00_data_prep PROFILE={cfg.profile} (with -p source {cfg.data.source}) first"
+            f"make nb-00_data_prep PROFILE={cfg.profile} ARGS='--experiment {cfg.data.source}' first (or "
+            f"ARGS='--override data.source={cfg.data.source} --override data.path=<folder>')"
         )
     return out

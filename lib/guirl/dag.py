@@ -1,0 +1,205 @@
+"""The notebooks as a DAG: what each one reads, and whether its last successful run is current.
+
+A notebook declares the notebooks whose outputs it reads in its metadata::
+
+    {"metadata": {"guirl": {"reads": ["00_data_prep"]}, ...}}
+
+(an empty list for a notebook that reads none). A successful run leaves a **stamp**,
+``runs/<profile>/<notebook>.stamp.json``, holding the run's **fingerprint**:
+
+* ``source``: sha256 of the notebook's code cells (markdown, outputs and metadata do not count);
+* ``config``: the hash of the resolved config it ran with (:meth:`guirl.config.Config.hash`);
+* ``library``: sha256 of the library, ``lib/guirl/**/*.py`` and ``lib/guirl/assets/**``;
+* ``inputs``: for every notebook it reads, the sha256 of that notebook's stamp file (so any
+  new run of an upstream notebook, which writes a new stamp, makes its readers stale).
+
+A notebook is up to date when its stamp's fingerprint equals the current one; otherwise
+:func:`stale_reasons` says what changed. ``make reproduce`` (``python -m guirl.runner --all``)
+runs only stale notebooks, in number order; a run that fails or is interrupted leaves no stamp,
+so the next run resumes there. The runner (:mod:`guirl.runner`) does the running; this module
+only reads notebooks and stamps and decides.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from guirl.paths import repo_root
+
+__all__ = [
+    "DagError",
+    "META_KEY",
+    "STAMP_SUFFIX",
+    "load_notebook",
+    "notebook_reads",
+    "source_digest",
+    "library_digest",
+    "check_reads",
+    "with_upstream",
+    "stamp_digest",
+    "read_stamp",
+    "write_stamp",
+    "fingerprint",
+    "stale_reasons",
+]
+
+META_KEY = "guirl"
+STAMP_SUFFIX = ".stamp.json"
+
+
+class DagError(ValueError):
+    """A notebook whose ``reads`` metadata is missing or names an unknown or later notebook."""
+
+
+def load_notebook(path: str | Path) -> dict[str, Any]:
+    """The notebook's JSON (nbformat 4) as a dict."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise DagError(f"{path}: cannot read the notebook ({err})") from None
+
+
+def notebook_reads(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The stems of the notebooks ``path`` reads (``metadata.guirl.reads``)."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY)
+    fix = (
+        'add {"guirl": {"reads": [...]}} to the notebook metadata: the stems of the notebooks whose '
+        'outputs it reads ([] for none), e.g. {"guirl": {"reads": ["00_data_prep"]}}'
+    )
+    if not isinstance(meta, Mapping) or "reads" not in meta:
+        raise DagError(f"{path}: metadata.{META_KEY}.reads: missing; {fix}")
+    reads = meta["reads"]
+    if not isinstance(reads, list) or not all(isinstance(r, str) and r for r in reads):
+        raise DagError(f"{path}: metadata.{META_KEY}.reads: must be a list of notebook stems (got {reads!r}); {fix}")
+    return tuple(reads)
+
+
+def source_digest(nb: Mapping[str, Any]) -> str:
+    """sha256 (hex) of the code cells' sources, in order (markdown, outputs, metadata ignored)."""
+    h = hashlib.sha256()
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        h.update(("".join(src) if isinstance(src, list) else str(src)).encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _library_files(root: Path) -> list[Path]:
+    files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    files += [p for p in (root / "assets").rglob("*") if p.is_file()] if (root / "assets").is_dir() else []
+    return sorted(set(files), key=lambda p: p.relative_to(root).as_posix())
+
+
+def library_digest(root: str | Path | None = None) -> str:
+    """sha256 (hex) of the library source: every ``*.py`` under ``root`` (default
+    ``lib/guirl``) and its ``assets/``, by relative path and content."""
+    root = Path(root) if root is not None else repo_root() / "lib" / "guirl"
+    h = hashlib.sha256()
+    for path in _library_files(root):
+        h.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def check_reads(reads: Mapping[str, Sequence[str]]) -> None:
+    """Check the declared reads of notebooks given in run order (``{stem: reads}``): every read
+    names a notebook that comes earlier. Raises :class:`DagError` naming the notebook."""
+    order = list(reads)
+    for i, (stem, wanted) in enumerate(reads.items()):
+        for up in wanted:
+            if up == stem:
+                raise DagError(f"notebooks/{stem}.ipynb: metadata.{META_KEY}.reads: a notebook cannot read itself")
+            if up not in order:
+                raise DagError(
+                    f"notebooks/{stem}.ipynb: metadata.{META_KEY}.reads: unknown notebook {up!r}; "
+                    f"known: {', '.join(order)}"
+                )
+            if order.index(up) > i:
+                raise DagError(
+                    f"notebooks/{stem}.ipynb: metadata.{META_KEY}.reads: {up!r} runs after {stem!r}; a notebook "
+                    "reads only notebooks with a lower number (renumber them)"
+                )
+
+
+def with_upstream(targets: Iterable[str], reads: Mapping[str, Sequence[str]]) -> list[str]:
+    """``targets`` and every notebook they read, directly or not, in the order of ``reads``."""
+    wanted: set[str] = set()
+    stack = list(targets)
+    while stack:
+        stem = stack.pop()
+        if stem in wanted:
+            continue
+        if stem not in reads:
+            raise DagError(f"unknown notebook {stem!r}; known: {', '.join(reads)}")
+        wanted.add(stem)
+        stack.extend(reads[stem])
+    return [s for s in reads if s in wanted]
+
+
+def stamp_digest(path: str | Path) -> str | None:
+    """sha256 (hex) of a stamp file's bytes, ``None`` when there is none."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def read_stamp(path: str | Path) -> dict[str, Any] | None:
+    """The stamp at ``path``; ``None`` when missing or unreadable (then the notebook is stale)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def fingerprint(*, source: str, config: str, library: str, inputs: Mapping[str, str | None]) -> dict[str, Any]:
+    """The fingerprint of a run (see the module docstring); ``inputs`` maps each notebook read
+    to its stamp digest (``None``: it has no successful run)."""
+    return {"source": source, "config": config, "library": library, "inputs": dict(sorted(inputs.items()))}
+
+
+def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[str]:
+    """Why a notebook must run: ``[]`` when its stamp matches ``current`` (up to date), else one
+    short reason per part that differs, e.g. ``["source changed", "input 00_data_prep reran"]``."""
+    if stamp is None:
+        return ["no successful run yet"]
+    old = stamp.get("fingerprint")
+    if not isinstance(old, Mapping):
+        return ["stamp unreadable"]
+    reasons = [f"{part} changed" for part in ("source", "config", "library") if old.get(part) != current[part]]
+    old_inputs = old.get("inputs") or {}
+    for up, digest in current["inputs"].items():
+        if digest is None:
+            reasons.append(f"input {up} has no successful run")
+        elif old_inputs.get(up) != digest:
+            reasons.append(f"input {up} reran")
+    if set(old_inputs) - set(current["inputs"]):
+        reasons.append("reads changed")
+    return reasons
+
+
+def write_stamp(path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float) -> Path:
+    """Write the stamp of a successful run atomically (a crash leaves the old file or none)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "notebook": notebook,
+        "fingerprint": dict(fp),
+        "finished_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "wall_time_s": round(wall_time_s, 3),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
