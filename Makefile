@@ -13,6 +13,14 @@ PROFILE     ?= tiny
 KERNEL      := guirl
 TEST_TIMEOUT ?= 900
 PYTEST_ARGS ?=
+# make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the
+# smoke overlay (configs/overlays/smoke.yaml), ARGS passes more runner arguments
+# (e.g. ARGS="--experiment aitz" or ARGS="--override seed=1").
+FORCE       ?=
+SMOKE       ?=
+ARGS        ?=
+_on          = $(filter-out 0 no false,$(1))
+RUN_FLAGS    = --profile $(PROFILE)$(if $(call _on,$(FORCE)), --force)$(if $(call _on,$(SMOKE)), --smoke)$(if $(ARGS), $(ARGS))
 JUPYTERLAB  := jupyterlab==4.6.6
 # The torch pin comes from the constraints file, so there is one place to change it.
 TORCH_PIN   := $(shell grep -E '^torch==' requirements/constraints.txt)
@@ -25,12 +33,12 @@ NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 .PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env tiny-model $(NB_TARGETS)
 
 help: ## list the targets
-	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b]"
+	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [ARGS='runner arguments']"
 	@echo
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 	@echo
-	@echo "one target per notebook (runs it for PROFILE=$(PROFILE)):"
+	@echo "one target per notebook (runs it, after its stale upstream, for PROFILE=$(PROFILE)):"
 	@if [ -z "$(NB_TARGETS)" ]; then echo "  (no notebooks/NN_*.ipynb yet)"; fi
 	@for t in $(NB_TARGETS); do printf "  %s\n" "$$t"; done
 
@@ -61,11 +69,12 @@ test: lint ## lint, then run the whole test suite (per-test timeout: TEST_TIMEOU
 test-fast: setup ## run the tests that are neither notebook runs nor slow
 	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) -m "not notebook and not slow" $(PYTEST_ARGS)
 
-reproduce: setup ## run every notebook in order for PROFILE (outputs: runs/PROFILE, figures/PROFILE)
-	$(PY) -m guirl.runner --all --profile $(PROFILE)
+reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1)
+	$(PY) -m guirl.runner --all $(RUN_FLAGS)
 
+# A notebook and, first, the stale notebooks it reads (its metadata.guirl.reads), like make itself.
 $(NB_TARGETS): nb-%: notebooks/%.ipynb setup
-	$(PY) -m guirl.runner $< --profile $(PROFILE)
+	$(PY) -m guirl.runner $< --dag $(RUN_FLAGS)
 
 bench: setup ## steps/s of parse + score + reward on one core (scripts/bench_kernels.py)
 	taskset -c 0 $(PY) scripts/bench_kernels.py 2>/dev/null || $(PY) scripts/bench_kernels.py

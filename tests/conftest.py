@@ -59,8 +59,11 @@ def written_outputs(roots: dict[str, Path]) -> list[Path]:
     return [f for var, root in roots.items() if var != "GUIRL_CACHE" for f in files_under(root)]
 
 
-def make_notebook(path: Path, parameters_src: str, body: list[str]) -> Path:
-    """Write a minimal nbformat-4 notebook: a ``parameters`` cell, then ``body`` code cells."""
+def make_notebook(
+    path: Path, parameters_src: str, body: list[str], reads: list[str] | None = None, markdown: str | None = None
+) -> Path:
+    """Write a minimal nbformat-4 notebook: a ``parameters`` cell, then ``body`` code cells, with
+    ``metadata.guirl.reads`` (default ``[]``) and optionally a markdown cell first."""
     cells = [
         {
             "cell_type": "code",
@@ -73,9 +76,12 @@ def make_notebook(path: Path, parameters_src: str, body: list[str]) -> Path:
     cells += [
         {"cell_type": "code", "metadata": {}, "source": src, "outputs": [], "execution_count": None} for src in body
     ]
+    if markdown is not None:
+        cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": markdown})
     nb = {
         "cells": cells,
         "metadata": {
+            "guirl": {"reads": list(reads or [])},
             "kernelspec": {"name": "guirl", "display_name": "Python (guirl)", "language": "python"},
             "language_info": {"name": "python"},
         },

@@ -1,5 +1,7 @@
-"""The notebooks: committed clean, one flat ``parameters`` cell, the Makefile runs the same list,
-and each one runs end to end on the tiny profile with ``smoke=True``.
+"""The notebooks: committed clean and on the contract (docs/architecture.md, notebooks/README.md),
+the Makefile runs the same list, and each one runs end to end on the tiny profile with the smoke
+overlay, checked through what it wrote: the ``Report`` sidecars (tables exist, row counts, metric
+ranges) and the config it saved, which must be the one the runner resolved.
 
 The smoke runs share one set of output folders for the session and run in file order, so a
 later notebook finds what an earlier one generated (as in ``make reproduce``).
@@ -9,18 +11,44 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import REPO, make_notebook
-from guirl.runner import list_notebooks, run_notebook
+from guirl import dag
+from guirl.config import Config, load_config
+from guirl.runner import RunResult, list_notebooks, run_notebook
 
 NOTEBOOKS = list_notebooks(REPO / "notebooks")
 ALL_IPYNB = sorted((REPO / "notebooks").glob("*.ipynb"))
-REQUIRED_PARAMETERS = {"profile", "experiment", "seed", "overrides", "smoke"}
+REQUIRED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
+LOAD_CALL = "load_run_config(profile, experiment, overrides, config_path)"
+
+
+def config_key_names() -> set[str]:
+    """Every name a notebook parameter could shadow: top-level keys, section names and the keys
+    inside every section (method sections included)."""
+    names = set(Config.model_fields)
+    for info in Config.model_fields.values():
+        ann = info.annotation
+        args = getattr(ann, "__args__", ())
+        for model in (ann, *args):
+            if isinstance(model, type) and hasattr(model, "model_fields"):
+                names |= set(model.model_fields)
+    return names
+
+
+def papermill_parameters(source: str) -> list[str]:
+    """The parameter names papermill itself reads from a ``parameters`` cell."""
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    return [p.name for p in PythonTranslator.inspect(nbformat.v4.new_code_cell(source))]
 
 
 def _is_flat_literal(node: ast.AST) -> bool:
@@ -34,6 +62,10 @@ def _is_flat_literal(node: ast.AST) -> bool:
     return False
 
 
+def _source(cell: dict[str, Any]) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
 def notebook_problems(nb: dict[str, Any]) -> list[str]:
     """What is wrong with a committed notebook (empty list: nothing)."""
     problems = []
@@ -43,56 +75,82 @@ def notebook_problems(nb: dict[str, Any]) -> list[str]:
             problems.append(f"code cell {i} has outputs")
         if cell.get("execution_count") is not None:
             problems.append(f"code cell {i} has an execution count")
+    try:
+        dag.notebook_reads("notebook", nb)
+    except dag.DagError as err:
+        problems.append(str(err).removeprefix("notebook: "))
     tagged = [c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         return problems + [f"{len(tagged)} cells tagged 'parameters' (need exactly 1)"]
     if tagged[0].get("cell_type") != "code":
         return problems + ["the 'parameters' cell is not a code cell"]
-    source = "".join(tagged[0]["source"]) if isinstance(tagged[0]["source"], list) else tagged[0]["source"]
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(_source(tagged[0]))
     except SyntaxError as err:
         return problems + [f"parameters cell does not parse: {err.msg}"]
-    names = set()
+    names = []
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
             problems.append(f"parameters cell line {stmt.lineno}: only `name = literal` assignments")
             continue
         if not _is_flat_literal(stmt.value):
             problems.append(f"parameters cell line {stmt.lineno}: `{stmt.targets[0].id}` is not a flat literal")
-        names.add(stmt.targets[0].id)
-    missing = REQUIRED_PARAMETERS - names
+        names.append(stmt.targets[0].id)
+    missing = [p for p in REQUIRED_PARAMETERS if p not in names]
     if missing:
-        problems.append(f"parameters cell does not define {sorted(missing)}")
+        problems.append(f"parameters cell does not define {missing}")
+    unparsed = [n for n in names if n not in papermill_parameters(_source(tagged[0]))]
+    if unparsed:
+        problems.append(f"papermill cannot parse the lines of {unparsed} (keep '=' out of their comments)")
+    shadows = sorted((set(names) - set(REQUIRED_PARAMETERS)) & config_key_names())
+    if shadows:
+        problems.append(f"parameters {shadows} shadow config keys (use --override instead)")
+    if "smoke" in names:
+        problems.append("a `smoke` parameter: smoke budgets are the overlay configs/overlays/smoke.yaml")
+    following = code[code.index(tagged[0]) + 1 : code.index(tagged[0]) + 2]
+    if not following or LOAD_CALL not in _source(following[0]):
+        problems.append(f"the code cell after the parameters does not call {LOAD_CALL}")
     return problems
 
 
 # The checker itself must catch each problem (so the real check can fail).
-GOOD = "profile = 'tiny'\nexperiment = None\nseed = 0\noverrides = []\nsmoke = False\n"
+GOOD = "profile = 'tiny'\nexperiment = None\noverrides = []\nconfig_path = None\n"
+LOAD = f"from guirl.config import load_run_config\ncfg = {LOAD_CALL}"
 
 
 @pytest.mark.parametrize(
-    "params, body_outputs, expected",
+    "params, body, reads, body_outputs, expected",
     [
-        (GOOD, False, []),  # a clean notebook
-        (GOOD, True, ["code cell 1 has outputs", "code cell 1 has an execution count"]),
-        (GOOD + "lr = 10 ** -3\n", False, ["not a flat literal"]),  # an expression
-        (GOOD + "d = {'a': 1}\n", False, ["not a flat literal"]),  # a nested container
-        (GOOD + "import os\n", False, ["only `name = literal`"]),  # a statement
-        ("profile = 'tiny'\nseed = 0\n", False, ["does not define"]),  # required names missing
-        (None, False, ["0 cells tagged"]),  # no parameters cell
+        (GOOD, LOAD, [], False, []),  # a clean notebook
+        (GOOD + "n_samples = 6\n", LOAD, ["00_x"], False, []),  # an own parameter, reading a notebook
+        (GOOD, LOAD, [], True, ["code cell 1 has outputs", "code cell 1 has an execution count"]),
+        (GOOD + "lr = 10 ** -3\n", LOAD, [], False, ["not a flat literal"]),  # an expression
+        (GOOD + "d = {'a': 1}\n", LOAD, [], False, ["not a flat literal"]),  # a nested container
+        (GOOD + "import os\n", LOAD, [], False, ["only `name = literal`"]),  # a statement
+        ("profile = 'tiny'\nexperiment = None\n", LOAD, [], False, ["does not define ['overrides', 'config_path']"]),
+        (GOOD + "seed = 0\n", LOAD, [], False, ["['seed'] shadow config keys"]),  # a top-level key
+        (GOOD + "source = 'minigui'\n", LOAD, [], False, ["['source'] shadow config keys"]),  # data.source
+        (GOOD + "smoke = False\n", LOAD, [], False, ["smoke budgets are the overlay"]),  # the old smoke flag
+        (GOOD + "n = 6  # n=6 samples\n", LOAD, [], False, ["papermill cannot parse the lines of ['n']"]),
+        (GOOD, "cfg = load_config(profile)", [], False, ["does not call load_run_config"]),  # resolves again
+        (GOOD, LOAD, None, False, ["metadata.guirl.reads: missing"]),  # reads not declared
+        (None, LOAD, [], False, ["0 cells tagged"]),  # no parameters cell
     ],
 )
-def test_notebook_checker(tmp_path: Path, params: str | None, body_outputs: bool, expected: list[str]) -> None:
-    path = make_notebook(tmp_path / "n.ipynb", params or "x = 1", ["y = 2"])
+def test_notebook_checker(
+    tmp_path: Path, params: str | None, body: str, reads: list | None, body_outputs: bool, expected: list[str]
+) -> None:
+    path = make_notebook(tmp_path / "n.ipynb", params or "x = 1", [body], reads)
     nb = json.loads(path.read_text())
     if params is None:
         nb["cells"][0]["metadata"]["tags"] = []
+    if reads is None:
+        del nb["metadata"]["guirl"]
     if body_outputs:
         nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "2"}]
         nb["cells"][1]["execution_count"] = 1
     problems = notebook_problems(nb)
-    assert len(problems) == len(expected)
+    assert len(problems) == len(expected), problems
     for got, want in zip(problems, expected):
         assert want in got
 
@@ -115,6 +173,114 @@ def test_notebook_names_are_unique_by_number() -> None:
     assert len(numbers) == len(set(numbers)), numbers
 
 
+# ---------------------------------------------------------------------------------- outputs
+class Outputs:
+    """What one notebook run wrote: the executed copy, the saved config, the report folder."""
+
+    def __init__(self, result: RunResult, figures: Path) -> None:
+        self.result = result
+        self.folder = figures / result.profile / result.notebook.stem
+
+    def sidecar(self, name: str) -> dict[str, Any]:
+        path = self.folder / f"{name}.json"
+        assert path.is_file(), f"{self.result.notebook.name} wrote no {name} (no {path.name})"
+        return json.loads(path.read_text())
+
+    def table(self, name: str, rows: int | Callable[[int], bool] | None = None) -> list[dict[str, Any]]:
+        """The records of table ``name`` (its csv and md must exist too), with ``rows`` rows."""
+        side = self.sidecar(name)
+        assert side["kind"] == "table" and {f"{name}.csv", f"{name}.md"} <= set(side["files"])
+        assert all((self.folder / f).is_file() for f in side["files"])
+        records = side["data"]
+        if isinstance(rows, int):
+            assert len(records) == rows, (name, len(records))
+        elif rows is not None:
+            assert rows(len(records)), (name, len(records))
+        return records
+
+    def figure(self, name: str) -> dict[str, Any]:
+        side = self.sidecar(name)
+        assert side["kind"] == "figure" and all((self.folder / f).is_file() for f in side["files"])
+        return side["data"]
+
+
+def in_range(records: list[dict[str, Any]], columns: Callable[[str], bool], low: float, high: float) -> int:
+    """Assert every value of the matching columns is a number in [low, high]; returns how many."""
+    n = 0
+    for rec in records:
+        for key, value in rec.items():
+            if columns(key) and value is not None and not (isinstance(value, float) and math.isnan(value)):
+                assert low <= value <= high, (key, value)
+                n += 1
+    assert n > 0, "no column matched"
+    return n
+
+
+def check_saved_config_is_the_one_used(out: Outputs) -> Config:
+    """The runner's saved config, the notebook's own saved copy and every sidecar agree."""
+    saved = load_config(out.result.config_path)
+    assert saved.hash() == out.result.config_hash
+    assert load_config(out.folder / "config.yaml") == saved
+    hashes = {json.loads(p.read_text())["config_hash"] for p in out.folder.glob("*.json")}
+    assert hashes == {saved.hash()}
+    return saved
+
+
+def minigui_state(data: Path) -> dict[str, int]:
+    folder = data / "tiny" / "minigui"
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*.jsonl"))}
+
+
+def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
+    cfg = check_saved_config_is_the_one_used(out)
+    n_tasks = cfg.data.n_train_tasks + cfg.data.n_test_tasks
+    splits = out.table("splits", rows=4)
+    assert {r["split"] for r in splits} == {"train", "test_in_domain", "test_unseen_task", "test_unseen_app"}
+    assert sum(r["n_tasks"] for r in splits) == n_tasks == 18  # the smoke overlay's MiniGUI size
+    in_range(splits, lambda k: k == "target_box_share", 0.0, 1.0)
+    actions = out.table("action_types", rows=lambda n: n >= 3)
+    assert math.isclose(sum(r["share"] for r in actions), 1.0) and in_range(actions, "share".__eq__, 0.0, 1.0)
+    assert sum(r["n_steps"] for r in actions) == sum(r["n_steps"] for r in splits)
+    out.table("action_types_detail", rows=lambda n: n >= len(actions))
+    assert sum(r["n_tasks"] for r in out.table("categories", rows=lambda n: n >= 2)) == n_tasks
+    out.table("apps", rows=lambda n: n >= 2)
+    in_range(out.table("lengths", rows=lambda n: n >= 2), lambda k: k.startswith("steps_"), 1, 100)
+    for name in ("action_types_chart", "categories_apps", "lengths_hist"):
+        out.figure(name)
+    assert 1 <= len(out.figure("samples")["steps"]) <= 6
+    state["minigui"] = minigui_state(out.result.output.parents[2] / "data")
+
+
+def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
+    cfg = check_saved_config_is_the_one_used(out)
+    models, histories, splits = 2, len(cfg.eval.histories), 3  # zero-shot and SFT; three test splits
+    table2 = out.table("table2_step_metrics", rows=models * histories)
+    assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
+    in_range(out.table("step_metrics_ci", rows=models * histories * splits), lambda k: k in ("TM", "SR"), 0.0, 100.0)
+    out.table("sft_gain", rows=splits * histories)
+    # 01 writes a table and a figure both named accuracy_by_action_type: the figure's sidecar (the
+    # same numbers, as columns) replaces the table's.
+    by_type = out.figure("accuracy_by_action_type")
+    assert len(by_type["gt_type"]) >= 2 and all(0.0 <= v <= 100.0 for v in by_type["exact"])
+    online = out.table("online_task_sr", rows=1)
+    in_range(online, lambda k: k.lower().endswith("_sr"), 0.0, 100.0)
+    out.figure("training_curve")
+    # 01 read the MiniGUI folder 00 built in this session and did not build it again.
+    assert minigui_state(out.result.output.parents[2] / "data") == state["minigui"]
+
+
+#: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
+#: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
+CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
+    "00_data_prep": check_00_data_prep,
+    "01_sft": check_01_sft,
+}
+
+
+def test_every_notebook_has_an_output_check() -> None:
+    assert set(CHECKS) == {p.stem for p in NOTEBOOKS}
+
+
 @pytest.fixture(scope="session")
 def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("notebook-smoke")
@@ -124,18 +290,52 @@ def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="session")
+def smoke_state() -> dict[str, Any]:
+    """What earlier smoke runs leave for later checks (e.g. the MiniGUI build of 00)."""
+    return {}
+
+
 # Defined only when notebooks exist, so an empty notebooks/ folder gives no skipped test.
 if NOTEBOOKS:
 
     @pytest.mark.notebook
     @pytest.mark.slow
     @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-    def test_notebook_smoke(notebook: Path, smoke_roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_notebook_smoke(
+        notebook: Path, smoke_roots: dict[str, Path], smoke_state: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         for var, folder in smoke_roots.items():
             folder.mkdir(parents=True, exist_ok=True)
             monkeypatch.setenv(var, str(folder))
-        result = run_notebook(notebook, "tiny", parameters={"smoke": True}, quiet=True)
+        result = run_notebook(notebook, "tiny", overlays=["smoke"], quiet=True)
         assert result.output == (smoke_roots["GUIRL_RUNS"] / "tiny" / notebook.name).resolve()
         executed = json.loads(result.output.read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert errors == []
+        assert load_config(result.config_path) == load_config("tiny", overlays=["smoke"])
+        CHECKS[notebook.stem](Outputs(result, smoke_roots["GUIRL_FIGURES"]), smoke_state)
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_data_prep_with_a_source_override_saves_the_config_it_used(
+    tmp_path: Path, isolated_outputs: dict[str, Path]
+) -> None:
+    """00 with --override data.source=aitz: the saved config says aitz, and so does what 00 wrote
+    (it used to save 'minigui' while converting the `-p source` it was given)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", REPO / "tests" / "fixtures" / "make_fixtures.py")
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    aitz = fixtures.make_aitz(tmp_path / "raw")
+    overrides = ["data.source=aitz", f"data.path={aitz}"]
+    result = run_notebook(REPO / "notebooks" / "00_data_prep.ipynb", "tiny", overrides=overrides, quiet=True)
+    out = Outputs(result, isolated_outputs["GUIRL_FIGURES"])
+    saved = check_saved_config_is_the_one_used(out)
+    assert saved == load_config("tiny", overrides=overrides) and saved.data.source == "aitz"
+    splits = out.table("splits", rows=lambda n: n >= 1)
+    assert sum(r["n_tasks"] for r in splits) == 2  # the fixture's two AITZ episodes
+    assert (isolated_outputs["GUIRL_DATA"] / "tiny" / "aitz" / "episodes.jsonl").is_file()
+    assert not (isolated_outputs["GUIRL_DATA"] / "tiny" / "minigui").exists()

@@ -1,4 +1,5 @@
-"""guirl.runner: validation before running, output locations, parameter injection, CLI."""
+"""guirl.runner: validation before running, the config resolved once and loaded by the notebook,
+output locations, parameter injection, stamps, CLI."""
 
 from __future__ import annotations
 
@@ -15,20 +16,22 @@ from guirl.runner import (
     default_experiment,
     list_notebooks,
     main,
+    notebook_parameters,
     plan_run,
     run_notebook,
 )
 
-PARAMS = "profile = 'tiny'\nexperiment = None\nseed = 0\noverrides = []\nsmoke = False\n"
+# The contract's parameters, plus one of the notebook's own (`label`, not a config key).
+PARAMS = "profile = 'tiny'\nexperiment = None\noverrides = []\nconfig_path = None\nlabel = 'default'\n"
 # The body a real notebook starts with, plus a report table so the whole chain is exercised.
 BODY = [
-    "from guirl.config import load_config\n"
+    "from guirl.config import load_run_config\n"
     "from guirl.report import Report\n"
     "import pandas as pd\n"
-    "cfg = load_config(profile, experiment, overrides)",
+    "cfg = load_run_config(profile, experiment, overrides, config_path)",
     "rep = Report('01_probe', cfg)\n"
     "rep.table('summary', pd.DataFrame({'seed': [cfg.seed], 'lr': [cfg.sft.learning_rate], "
-    "'smoke': [smoke]}))",
+    "'steps': [cfg.sft.max_steps], 'label': [label]}))",
 ]
 
 
@@ -47,10 +50,18 @@ def injected_source(executed: Path) -> str:
 
 # ---------------------------------------------------------------------------------- planning
 def test_plan_writes_nothing_and_targets_runs_dir(probe: Path, isolated_outputs: dict[str, Path]) -> None:
-    plan = plan_run(probe, "tiny", overrides=["seed=3"], parameters={"smoke": True})
-    assert plan.output == isolated_outputs["GUIRL_RUNS"].resolve() / "tiny" / "01_probe.ipynb"
-    assert plan.config_path.name == "01_probe.config.yaml"
-    assert plan.parameters == {"profile": "tiny", "experiment": None, "seed": 3, "overrides": ["seed=3"], "smoke": True}
+    plan = plan_run(probe, "tiny", overrides=["seed=3"], overlays=["smoke"], parameters={"label": "x"})
+    runs = isolated_outputs["GUIRL_RUNS"].resolve() / "tiny"
+    assert plan.output == runs / "01_probe.ipynb"
+    assert plan.config_path == runs / "01_probe.config.yaml" and plan.stamp_path == runs / "01_probe.stamp.json"
+    assert plan.parameters == {
+        "profile": "tiny",
+        "experiment": None,
+        "overrides": ["seed=3"],
+        "config_path": str(runs / "01_probe.config.yaml"),
+        "label": "x",
+    }
+    assert plan.config == load_config("tiny", overrides=["seed=3"], overlays=["smoke"]) and plan.reads == ()
     assert written_outputs(isolated_outputs) == []
 
 
@@ -71,21 +82,47 @@ def test_missing_notebook(tmp_path: Path) -> None:
         plan_run(tmp_path / "00_nothing.ipynb")
 
 
+def test_notebook_without_reads_metadata_is_refused(probe: Path) -> None:
+    nb = json.loads(probe.read_text())
+    del nb["metadata"]["guirl"]
+    probe.write_text(json.dumps(nb))
+    with pytest.raises(RunnerError, match="metadata.guirl.reads: missing"):
+        plan_run(probe)
+
+
 def test_bad_config_raises_before_anything_is_written(probe: Path, isolated_outputs: dict[str, Path]) -> None:
     with pytest.raises(ConfigError):
         run_notebook(probe, "tiny", overrides=["sft.learning_rat=1"])
     assert written_outputs(isolated_outputs) == []
 
 
-@pytest.mark.parametrize("key", ["profile", "overrides", "experiment"])
-def test_reserved_parameters(probe: Path, key: str) -> None:
-    with pytest.raises(RunnerError, match="reserved"):
-        plan_run(probe, parameters={key: "x"})
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("profile", "x", "set by the runner; use --profile"),  # the contract's parameters are injected
+        ("experiment", "x", "set by the runner; use --experiment"),
+        ("overrides", "x", "set by the runner; use --override"),
+        ("config_path", "x", "set by the runner"),
+        ("seed", 9, "is a config key; set it with --override seed=9"),  # a top-level config key
+        ("source", "aitz", "--override data.source=aitz"),  # a section key by its last part
+        ("data.source", "aitz", "--override data.source=aitz"),  # a dotted config key
+        ("sft", 1, "is a config key"),  # a whole section
+        ("smoke", True, "not a parameter of"),  # not one of the notebook's parameters (use --smoke)
+    ],
+)
+def test_parameters_never_shadow_the_config(probe: Path, name: str, value: object, message: str) -> None:
+    with pytest.raises(RunnerError, match=message.replace(".", r"\.")):
+        plan_run(probe, parameters={name: value})
 
 
-def test_seed_parameter_becomes_an_override(probe: Path) -> None:
-    plan = plan_run(probe, parameters={"seed": 9})
-    assert plan.config.seed == 9 and plan.parameters["overrides"] == ["seed=9"]
+def test_notebook_parameters_are_read_from_the_tagged_cell(probe: Path) -> None:
+    assert notebook_parameters(json.loads(probe.read_text())) == [
+        "profile",
+        "experiment",
+        "overrides",
+        "config_path",
+        "label",
+    ]
 
 
 def test_default_experiment_is_the_notebook_stem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,17 +143,24 @@ def test_list_notebooks_is_sorted_and_numbered(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- running
 @pytest.mark.slow
 def test_run_notebook_end_to_end(probe: Path, isolated_outputs: dict[str, Path], capsys) -> None:
-    result = run_notebook(probe, "tiny", overrides=["sft.learning_rate=1e-4", "seed=2"], parameters={"smoke": True})
+    overrides = ["sft.learning_rate=1e-4", "seed=2"]
+    result = run_notebook(probe, "tiny", overrides=overrides, overlays=["smoke"], parameters={"label": "x"})
     runs = isolated_outputs["GUIRL_RUNS"].resolve() / "tiny"
     assert result.output == runs / "01_probe.ipynb" and result.output.is_file()
-    assert load_config(result.config_path) == load_config("tiny", overrides=["sft.learning_rate=1e-4", "seed=2"])
+    # The runner resolved the config once and saved it; it says how it was resolved.
+    expected = load_config("tiny", overrides=overrides, overlays=["smoke"])
+    assert load_config(result.config_path) == expected and result.config_hash == expected.hash()
+    header = result.config_path.read_text().splitlines()[:2]
+    assert "01_probe.ipynb" in header[0] and "overlays smoke" in header[1] and "seed=2" in header[1]
     injected = injected_source(result.output)
-    assert "smoke = True" in injected and "seed = 2" in injected and "sft.learning_rate=1e-4" in injected
-    # The notebook saw the same config as the runner: the report table carries its values.
-    table = isolated_outputs["GUIRL_FIGURES"] / "tiny" / "01_probe" / "summary.csv"
-    assert table.read_text() == "seed,lr,smoke\n2,0.0001,True\n"
-    side = json.loads(table.with_suffix(".json").read_text())
-    assert side["config_hash"] == result.config_hash
+    assert f'config_path = "{result.config_path}"' in injected and 'label = "x"' in injected
+    # The notebook used exactly the saved config: its table and its own saved copy agree.
+    out = isolated_outputs["GUIRL_FIGURES"] / "tiny" / "01_probe"
+    assert (out / "summary.csv").read_text() == "seed,lr,steps,label\n2,0.0001,2,x\n"
+    assert load_config(out / "config.yaml") == expected
+    assert json.loads((out / "summary.json").read_text())["config_hash"] == result.config_hash
+    stamp = json.loads((runs / "01_probe.stamp.json").read_text())
+    assert stamp["notebook"] == "01_probe" and stamp["fingerprint"]["config"] == result.config_hash
     assert result.wall_time_s > 0 and "s\n" in capsys.readouterr().out
     # The source notebook is untouched (no outputs, no injected cell).
     src = json.loads(probe.read_text())
@@ -124,38 +168,46 @@ def test_run_notebook_end_to_end(probe: Path, isolated_outputs: dict[str, Path],
 
 
 @pytest.mark.slow
-def test_failing_notebook_exits_1_and_keeps_the_executed_copy(
+def test_failing_notebook_exits_1_keeps_the_executed_copy_and_no_stamp(
     tmp_path: Path, isolated_outputs: dict[str, Path]
 ) -> None:
     nb = make_notebook(tmp_path / "02_fail.ipynb", PARAMS, ["raise ValueError('boom')"])
+    runs = isolated_outputs["GUIRL_RUNS"] / "tiny"
+    runs.mkdir(parents=True)
+    (runs / "02_fail.stamp.json").write_text("{}")  # a stamp from an earlier run is removed
     assert main([str(nb), "--profile", "tiny"]) == 1
-    assert (isolated_outputs["GUIRL_RUNS"] / "tiny" / "02_fail.ipynb").is_file()
+    assert (runs / "02_fail.ipynb").is_file() and not (runs / "02_fail.stamp.json").exists()
 
 
 def test_cli_dry_run_prints_config_and_writes_nothing(probe: Path, isolated_outputs: dict[str, Path]) -> None:
     proc = subprocess.run(
-        [PYTHON, "-m", "guirl.runner", str(probe), "--dry-run", "--override", "seed=5", "-p", "smoke", "true"],
+        [PYTHON, "-m", "guirl.runner", str(probe), "--dry-run", "--override", "seed=5", "--smoke", "-p", "label", "y"],
         capture_output=True,
         text=True,
         env=runner_env(),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "seed: 5" in proc.stdout and "'smoke': True" in proc.stdout
+    assert "seed: 5" in proc.stdout and "'label': 'y'" in proc.stdout and "max_steps: 2" in proc.stdout
     assert written_outputs(isolated_outputs) == []
 
 
 @pytest.mark.parametrize(
-    "args",
+    "args, message",
     [
-        [],  # neither a notebook nor --all
-        ["a.ipynb", "--all"],  # both
-        ["missing/00_x.ipynb"],  # no such notebook
+        ([], "give one NOTEBOOK or --all"),  # neither a notebook nor --all
+        (["a.ipynb", "--all"], "give one NOTEBOOK or --all"),  # both
+        (["missing/00_x.ipynb"], "not found"),  # no such notebook
+        (["notebooks/00_data_prep.ipynb", "--force"], "--force needs --all or --dag"),  # force a plain run
+        (["--all", "--dag"], "need a single NOTEBOOK"),  # --dag names one notebook
+        (["notebooks/00_data_prep.ipynb", "-p", "source", "aitz"], "--override data.source=aitz"),  # old usage
+        (["notebooks/00_data_prep.ipynb", "--overlay", "smok"], "known overlays: smoke"),  # unknown overlay
     ],
 )
-def test_cli_usage_errors_exit_2(args: list[str], capsys) -> None:
+def test_cli_usage_errors_exit_2(args: list[str], message: str, capsys) -> None:
     assert main(args) == 2
-    assert capsys.readouterr().err.startswith("error: ")
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
 
 
 def test_cli_all_with_no_notebooks_is_a_no_op(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:

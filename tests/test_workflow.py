@@ -46,29 +46,27 @@ def test_minigui_dir_builds_once_then_reuses(isolated_outputs: dict[str, Path], 
     assert len(build_calls) == 1
 
     again = minigui_dir(cfg, progress=False)  # same settings: reused
-    same_total = minigui_dir(cfg, n_tasks=12, progress=False)  # explicit n_tasks equal to the default
-    assert again == same_total == first
+    assert again == first
     assert len(build_calls) == 1
     assert (first / "manifest.json").stat().st_mtime_ns == stamp
     assert (first / "train" / "episodes.jsonl").stat().st_mtime_ns == episodes_stamp
 
 
 @pytest.mark.parametrize(
-    "overrides, n_tasks, changed",
+    "overrides, changed",
     [
-        ([], 14, {"n_tasks": 14}),  # a different size asked by the caller
-        (["data.n_test_tasks=8"], None, {"n_tasks": 14}),  # a different size from the profile
-        (["seed=1"], None, {"seed": 1}),  # another seed is another data set
-        (["data.width=308"], None, {"width": 308}),  # another screen size
+        (["data.n_test_tasks=8"], {"n_tasks": 14}),  # a different size from the config
+        (["seed=1"], {"seed": 1}),  # another seed is another data set
+        (["data.width=308"], {"width": 308}),  # another screen size
     ],
 )
 def test_minigui_dir_rebuilds_when_settings_change(
-    build_calls: list[dict], overrides: list[str], n_tasks: int | None, changed: dict
+    build_calls: list[dict], overrides: list[str], changed: dict
 ) -> None:
     folder = minigui_dir(load_config("tiny", overrides=SMALL), progress=False)
     stamp = (folder / "manifest.json").stat().st_mtime_ns
     cfg2 = load_config("tiny", overrides=SMALL + overrides)
-    again = minigui_dir(cfg2, n_tasks=n_tasks, progress=False)
+    again = minigui_dir(cfg2, progress=False)
     assert again == folder  # same folder, rebuilt in place
     assert len(build_calls) == 2
     m = manifest_of(folder)
@@ -76,18 +74,19 @@ def test_minigui_dir_rebuilds_when_settings_change(
         assert m[key] == value
     assert (folder / "manifest.json").stat().st_mtime_ns != stamp
     # and the rebuilt folder is now reused for the new settings
-    minigui_dir(cfg2, n_tasks=n_tasks, progress=False)
+    minigui_dir(cfg2, progress=False)
     assert len(build_calls) == 2
 
 
-def test_minigui_dir_rebuilds_an_unfinished_folder(build_calls: list[dict], isolated_outputs) -> None:
-    """A folder without a manifest (an interrupted build: the manifest is written last) is rebuilt."""
-    folder = isolated_outputs["GUIRL_DATA"] / "tiny" / "minigui"
-    (folder / "train").mkdir(parents=True)
-    (folder / "train" / "episodes.jsonl").write_text("")
-    out = minigui_dir(load_config("tiny", overrides=SMALL), progress=False)
-    assert out == folder and len(build_calls) == 1
-    assert manifest_of(folder)["counts"]["train"]["episodes"] > 0
+def test_minigui_dir_rebuild_regenerates_matching_data(build_calls: list[dict]) -> None:
+    """00_data_prep asks for a rebuild (a changed simulator must show); readers reuse its build."""
+    cfg = load_config("tiny", overrides=SMALL)
+    folder = minigui_dir(cfg, progress=False)
+    before = (folder / "train" / "episodes.jsonl").read_bytes()
+    assert minigui_dir(cfg, rebuild=True, progress=False) == folder and len(build_calls) == 2
+    assert (folder / "train" / "episodes.jsonl").read_bytes() == before  # deterministic
+    minigui_dir(cfg, progress=False)
+    assert len(build_calls) == 2
 
 
 # ----------------------------------------------------------------------------- base_model_dir
@@ -124,5 +123,5 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
     from guirl.workflow import dataset_dir
 
     cfg = load_config("tiny", overrides=["data.source=aitz", "data.path=data/aitz"])
-    with pytest.raises(FileNotFoundError, match="nb-00_data_prep"):
+    with pytest.raises(FileNotFoundError, match="nb-00_data_prep PROFILE=tiny ARGS='--experiment aitz'"):
         dataset_dir(cfg)

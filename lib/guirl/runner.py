@@ -294,24 +294,11 @@ def _header(plan: RunPlan) -> list[str]:
     ]
 
 
-def execute(
-    plan: RunPlan,
-    *,
-    kernel_name: str = KERNEL_NAME,
-    log_output: bool = False,
-    quiet: bool = False,
-    library: str | None = None,
-) -> RunResult:
-    """Run a validated :class:`RunPlan` with papermill (see :func:`run_notebook`); on success,
-    write its stamp. The old stamp is removed first, so a failed run leaves none."""
+def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:
+    """Execute ``plan.notebook`` into ``plan.output`` with papermill, injecting the parameters."""
     _check_kernel(kernel_name)
     import papermill as pm  # slow import: only when something runs
 
-    fp = current_fingerprint(plan, library)
-    plan.output.parent.mkdir(parents=True, exist_ok=True)
-    plan.stamp_path.unlink(missing_ok=True)
-    plan.config.save(plan.config_path, header=_header(plan))
-    start = time.perf_counter()
     pm.execute_notebook(
         str(plan.notebook),
         str(plan.output),
@@ -321,6 +308,29 @@ def execute(
         log_output=log_output,
         progress_bar=False,
     )
+
+
+def execute(
+    plan: RunPlan,
+    *,
+    kernel_name: str = KERNEL_NAME,
+    log_output: bool = False,
+    quiet: bool = False,
+    library: str | None = None,
+    engine: Callable[..., None] | None = None,
+) -> RunResult:
+    """Run a validated :class:`RunPlan` (see :func:`run_notebook`): remove its old stamp, save
+    the resolved config to ``plan.config_path`` (with a header saying how it was resolved), run
+    the notebook, and on success write the stamp with the fingerprint taken before the run.
+
+    ``engine(plan, kernel_name=..., log_output=...)`` executes the notebook (default: papermill;
+    tests pass a stand-in). ``library``: the library digest when the caller has it already."""
+    fp = current_fingerprint(plan, library)
+    plan.output.parent.mkdir(parents=True, exist_ok=True)
+    plan.stamp_path.unlink(missing_ok=True)
+    plan.config.save(plan.config_path, header=_header(plan))
+    start = time.perf_counter()
+    (engine or _papermill)(plan, kernel_name=kernel_name, log_output=log_output)
     wall = time.perf_counter() - start
     dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall)
     result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
@@ -369,7 +379,6 @@ def run_dag(
     *,
     force: Sequence[str] = (),
     dry_run: bool = False,
-    executor: Callable[..., Any] = execute,
     log: Callable[[str], None] = print,
     **execute_kw: Any,
 ) -> list[DagStep]:
@@ -377,10 +386,10 @@ def run_dag(
 
     A notebook runs when its stamp does not match its current fingerprint
     (:func:`guirl.dag.stale_reasons`), when one of the notebooks it reads ran in this call, or
-    when its stem is in ``force``. ``dry_run``: decide and report only. The first failure stops
-    the walk (the failed notebook keeps no stamp, so the next call reruns it and what follows).
-    ``executor(plan, library=..., **execute_kw)`` runs one plan (default :func:`execute`).
-    Returns one :class:`DagStep` per plan.
+    when its stem is in ``force``. ``dry_run``: decide and report only. The first failure (or
+    Ctrl-C) stops the walk with :class:`DagStopped`; the failed notebook keeps no stamp, so the
+    next call reruns it and what follows. ``execute_kw`` go to :func:`execute`. Returns one
+    :class:`DagStep` per plan.
     """
     dag.check_reads({p.stem: p.reads for p in plans})
     library = dag.library_digest()
@@ -403,7 +412,7 @@ def run_dag(
             continue
         log(f"[guirl.runner] {plan.stem}: runs ({'; '.join(why)})")
         try:
-            executor(plan, library=library, **execute_kw)
+            execute(plan, library=library, **execute_kw)
         except BaseException as err:  # a failure or Ctrl-C: stop here, report what happened
             steps.append(DagStep(plan.stem, "failed", why))
             steps += [DagStep(p.stem, "not reached") for p in plans[i + 1 :]]

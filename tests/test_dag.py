@@ -1,0 +1,324 @@
+"""guirl.dag and the runner's DAG walk: declared reads, fingerprints, stamps, what reruns.
+
+The walk is tested on cheap fake notebooks with a stand-in engine (no kernel): the runner's own
+code decides, saves configs and writes stamps; only the notebook execution is replaced. One slow
+test runs the same chain through papermill and the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, REPO, make_notebook, runner_env
+from guirl import dag
+from guirl.runner import DagStopped, main, plan_run, run_dag
+
+PARAMS = "profile = 'tiny'\nexperiment = None\noverrides = []\nconfig_path = None\n"
+LOAD = "from guirl.config import load_run_config\ncfg = load_run_config(profile, experiment, overrides, config_path)"
+
+# A chain 00 -> 01 -> 02 and a notebook 03 that reads nothing; 02 also reads 00 directly.
+CHAIN = {"00_a": [], "01_b": ["00_a"], "02_c": ["01_b", "00_a"], "03_d": []}
+
+
+@pytest.fixture()
+def chain(tmp_path: Path) -> dict[str, Path]:
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    return {
+        stem: make_notebook(folder / f"{stem}.ipynb", PARAMS, [LOAD, f"x = '{stem}'"], reads, markdown=f"# {stem}")
+        for stem, reads in CHAIN.items()
+    }
+
+
+class Engine:
+    """Stands in for papermill: records what ran; raises for the stems in ``fail``."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.fail: dict[str, BaseException] = {}
+
+    def __call__(self, plan, *, kernel_name: str, log_output: bool) -> None:
+        if plan.stem in self.fail:
+            raise self.fail[plan.stem]
+        self.ran.append(plan.stem)
+        plan.output.write_text("{}")
+
+
+def walk(chain: dict[str, Path], engine: Engine, overrides=(), **kw) -> list[tuple[str, str]]:
+    plans = [plan_run(p, "tiny", overrides=list(overrides)) for p in chain.values()]
+    engine.ran.clear()
+    steps = run_dag(plans, engine=engine, quiet=True, log=lambda line: None, **kw)
+    return [(s.stem, s.action) for s in steps]
+
+
+def edit_code(path: Path, old: str, new: str, cell_type: str = "code") -> None:
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == cell_type and old in src:
+            cell["source"] = src.replace(old, new)
+            path.write_text(json.dumps(nb))
+            return
+    raise AssertionError(f"{old!r} not in a {cell_type} cell of {path}")
+
+
+# ---------------------------------------------------------------------------------- the walk
+def test_second_run_skips_everything(chain: dict[str, Path]) -> None:
+    engine = Engine()
+    assert walk(chain, engine) == [(s, "ran") for s in CHAIN]
+    assert walk(chain, engine) == [(s, "skipped") for s in CHAIN] and engine.ran == []
+
+
+# Each case: what changes, and which notebooks rerun (the changed one and every reader of it).
+@pytest.mark.parametrize(
+    "change, rerun",
+    [
+        (lambda c: edit_code(c["01_b"], "x = '01_b'", "x = '01_b' * 2"), ["01_b", "02_c"]),  # 01's source
+        (lambda c: edit_code(c["00_a"], "x = '00_a'", "x = 0"), ["00_a", "01_b", "02_c"]),  # 00 feeds 01, 02
+        (lambda c: edit_code(c["03_d"], "x = '03_d'", "x = 3"), ["03_d"]),  # nobody reads 03
+        (lambda c: edit_code(c["01_b"], "# 01_b", "# 01_b, retitled", "markdown"), []),  # markdown only
+        (lambda c: None, []),  # nothing at all
+    ],
+)
+def test_a_change_reruns_the_notebook_and_its_readers(chain: dict[str, Path], change, rerun: list[str]) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    change(chain)
+    steps = walk(chain, engine)
+    assert engine.ran == rerun
+    assert [s for s, action in steps if action == "ran"] == rerun
+
+
+def test_config_and_library_changes_rerun_everything(chain: dict[str, Path], monkeypatch) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    walk(chain, engine, overrides=["sft.max_steps=3"])  # another resolved config
+    assert engine.ran == list(CHAIN)
+    walk(chain, engine, overrides=["sft.max_steps=3"])
+    assert engine.ran == []
+    monkeypatch.setattr(dag, "library_digest", lambda root=None: "0" * 64)  # the library changed
+    walk(chain, engine, overrides=["sft.max_steps=3"])
+    assert engine.ran == list(CHAIN)
+
+
+def test_an_upstream_rerun_makes_readers_stale(chain: dict[str, Path], isolated_outputs) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    # 00 ran again on its own (python -m guirl.runner notebooks/00_a.ipynb): a new stamp.
+    time.sleep(0.01)
+    walk({"00_a": chain["00_a"]}, engine, force=["00_a"])
+    walk(chain, engine)
+    assert engine.ran == ["01_b", "02_c"]
+
+
+@pytest.mark.parametrize("error", [ValueError("boom"), KeyboardInterrupt()])
+def test_an_interrupted_run_resumes_at_the_failed_notebook(
+    chain: dict[str, Path], error: BaseException, isolated_outputs
+) -> None:
+    engine = Engine()
+    engine.fail = {"01_b": error}
+    with pytest.raises(DagStopped) as stop:
+        walk(chain, engine)
+    assert [(s.stem, s.action) for s in stop.value.steps] == [
+        ("00_a", "ran"),
+        ("01_b", "failed"),
+        ("02_c", "not reached"),
+        ("03_d", "not reached"),
+    ]
+    assert stop.value.plan.stem == "01_b" and stop.value.error is error
+    runs = isolated_outputs["GUIRL_RUNS"] / "tiny"
+    assert (runs / "00_a.stamp.json").is_file() and not (runs / "01_b.stamp.json").exists()
+    engine.fail = {}
+    assert walk(chain, engine) == [("00_a", "skipped"), ("01_b", "ran"), ("02_c", "ran"), ("03_d", "ran")]
+
+
+def test_force_reruns_the_named_notebooks(chain: dict[str, Path]) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    walk(chain, engine, force=list(CHAIN))
+    assert engine.ran == list(CHAIN)
+    walk(chain, engine, force=["03_d"])
+    assert engine.ran == ["03_d"]
+
+
+def test_dry_run_reports_without_running(chain: dict[str, Path], isolated_outputs) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    edit_code(chain["00_a"], "x = '00_a'", "x = 1")
+    runs = isolated_outputs["GUIRL_RUNS"] / "tiny"
+    stamps = {s: (runs / f"{s}.stamp.json").read_bytes() for s in CHAIN}
+    plans = [plan_run(p, "tiny") for p in chain.values()]
+    lines: list[str] = []
+    engine.ran.clear()
+    steps = run_dag(plans, dry_run=True, engine=engine, log=lines.append)
+    assert [(s.stem, s.action) for s in steps] == [
+        ("00_a", "would run"),
+        ("01_b", "would run"),
+        ("02_c", "would run"),
+        ("03_d", "skipped"),
+    ]
+    assert steps[0].reasons == ("source changed",) and steps[1].reasons == ("input 00_a would rerun",)
+    assert engine.ran == [] and {s: (runs / f"{s}.stamp.json").read_bytes() for s in CHAIN} == stamps
+    assert lines[0] == "[guirl.runner] 00_a: would run (source changed)"
+
+
+# ---------------------------------------------------------------------------------- guirl.dag
+@pytest.mark.parametrize(
+    "metadata, message",
+    [
+        ({}, "metadata.guirl.reads: missing"),  # not declared
+        ({"guirl": {}}, "metadata.guirl.reads: missing"),  # declared without reads
+        ({"guirl": {"reads": "00_a"}}, "must be a list"),  # a string, not a list
+        ({"guirl": {"reads": [""]}}, "must be a list of notebook stems"),  # an empty name
+    ],
+)
+def test_notebook_reads_errors(metadata: dict, message: str) -> None:
+    with pytest.raises(dag.DagError, match=message):
+        dag.notebook_reads("notebooks/x.ipynb", {"metadata": metadata, "cells": []})
+
+
+@pytest.mark.parametrize(
+    "reads, message",
+    [
+        ({"00_a": ["00_b"]}, "unknown notebook '00_b'"),  # not a notebook
+        ({"00_a": ["01_b"], "01_b": []}, "'01_b' runs after '00_a'"),  # reads a later notebook
+        ({"00_a": ["00_a"]}, "cannot read itself"),  # itself
+    ],
+)
+def test_check_reads_errors(reads: dict, message: str) -> None:
+    with pytest.raises(dag.DagError, match=message):
+        dag.check_reads(reads)
+
+
+def test_with_upstream_closes_over_reads_in_order() -> None:
+    assert dag.with_upstream(["02_c"], CHAIN) == ["00_a", "01_b", "02_c"]
+    assert dag.with_upstream(["03_d"], CHAIN) == ["03_d"]
+    assert dag.with_upstream(["01_b", "03_d"], CHAIN) == ["00_a", "01_b", "03_d"]
+
+
+def test_source_digest_counts_code_cells_only() -> None:
+    def nb(code: str, md: str = "m", outputs: list | None = None) -> dict:
+        return {
+            "cells": [
+                {"cell_type": "markdown", "source": md},
+                {"cell_type": "code", "source": code.splitlines(keepends=True), "outputs": outputs or []},
+            ]
+        }
+
+    base = dag.source_digest(nb("a = 1\nb = 2"))
+    assert dag.source_digest(nb("a = 1\nb = 2", md="other")) == base  # markdown
+    assert dag.source_digest(nb("a = 1\nb = 2", outputs=[{"text": "x"}])) == base  # outputs
+    assert dag.source_digest(nb("a = 1\nb = 3")) != base  # code
+
+
+def test_library_digest_follows_py_files_and_assets(tmp_path: Path) -> None:
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "m.py").write_text("x = 1\n")
+    (tmp_path / "assets" / "t.jinja").write_text("{{ x }}")
+    first = dag.library_digest(tmp_path)
+    (tmp_path / "notes.txt").write_text("not library code")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "m.cpython-311.py").write_text("compiled")
+    assert dag.library_digest(tmp_path) == first
+    (tmp_path / "assets" / "t.jinja").write_text("{{ y }}")
+    assert dag.library_digest(tmp_path) != first
+    assert len(dag.library_digest()) == 64  # the repository's lib/guirl
+
+
+@pytest.mark.parametrize(
+    "stamp, current, reasons",
+    [
+        (None, {}, ["no successful run yet"]),  # never ran
+        ({"x": 1}, {}, ["stamp unreadable"]),  # a stamp without a fingerprint
+        ("same", "same", []),  # up to date
+        ("same", {"source": "s2"}, ["source changed"]),
+        ("same", {"config": "c2", "library": "l2"}, ["config changed", "library changed"]),
+        ("same", {"inputs": {"00_a": "d2"}}, ["input 00_a reran"]),
+        ("same", {"inputs": {"00_a": None}}, ["input 00_a has no successful run"]),
+        ("same", {"inputs": {}}, ["reads changed"]),  # it no longer reads 00_a
+    ],
+)
+def test_stale_reasons(stamp, current, reasons: list[str]) -> None:
+    fp = dag.fingerprint(source="s", config="c", library="l", inputs={"00_a": "d"})
+    if stamp == "same":
+        stamp = {"fingerprint": fp}
+    if current == "same":
+        current = fp
+    elif current:
+        current = {**fp, **current}
+    assert dag.stale_reasons(stamp, current or fp) == reasons
+
+
+def test_stamp_round_trip_and_digest(tmp_path: Path) -> None:
+    fp = dag.fingerprint(source="s", config="c", library="l", inputs={})
+    path = dag.write_stamp(tmp_path / "r" / "00_a.stamp.json", fp, notebook="00_a", wall_time_s=1.23456)
+    assert dag.read_stamp(path)["fingerprint"] == fp and dag.read_stamp(path)["wall_time_s"] == 1.235
+    assert dag.stamp_digest(path) is not None and dag.stamp_digest(tmp_path / "none.json") is None
+    path.write_text("{not json")
+    assert dag.read_stamp(path) is None
+    assert not list(path.parent.glob("*.tmp"))  # written atomically, no leftovers
+
+
+def test_shipped_notebooks_declare_valid_reads() -> None:
+    from guirl.runner import list_notebooks
+
+    reads = {p.stem: dag.notebook_reads(p) for p in list_notebooks(REPO / "notebooks")}
+    dag.check_reads(reads)
+    assert reads.get("01_sft") == ("00_data_prep",)
+
+
+# ---------------------------------------------------------------------------------- make
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["reproduce"], "-m guirl.runner --all --profile tiny"),  # runs the stale notebooks
+        (["reproduce", "FORCE=1"], "--all --profile tiny --force"),  # FORCE=1 reruns all
+        (["reproduce", "SMOKE=1", "PROFILE=paper-3b"], "--all --profile paper-3b --smoke"),
+        (["nb-01_sft"], "notebooks/01_sft.ipynb --dag --profile tiny"),  # upstream first
+        (["nb-01_sft", "FORCE=1", "ARGS=--override seed=1"], "--dag --profile tiny --force --override seed=1"),
+    ],
+)
+def test_make_targets_call_the_runner(args: list[str], expected: str) -> None:
+    out = subprocess.run(
+        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert expected in out, out
+
+
+# ---------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_cli_all_twice_then_touch(chain: dict[str, Path], monkeypatch, isolated_outputs, capsys) -> None:
+    """The real thing on the fake chain: papermill runs, the second --all skips all of them."""
+    folder = next(iter(chain.values())).parent
+    monkeypatch.setattr("guirl.runner.notebooks_dir", lambda: folder)
+    assert main(["--all"]) == 0
+    first = capsys.readouterr().out
+    assert "4 ran (00_a, 01_b, 02_c, 03_d)" in first
+    # The second run in a fresh interpreter, as `make reproduce` starts it: no kernel starts.
+    code = (
+        "import sys, guirl.runner as r; from pathlib import Path; "
+        f"r.notebooks_dir = lambda: Path({str(folder)!r}); sys.exit(r.main(['--all']))"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=runner_env(), timeout=300)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0 and "0 ran (none), 4 up to date" in proc.stdout, proc.stderr
+    assert elapsed < 30, elapsed
+    edit_code(chain["01_b"], "x = '01_b'", "x = 'touched'")
+    assert main(["--all"]) == 0
+    out = capsys.readouterr().out
+    assert "2 ran (01_b, 02_c)" in out and "01_b: runs (source changed)" in out
+    assert "02_c: runs (input 01_b reran)" in out
+    # --dag on 02 with everything current: nothing to do; with --force only 02 reruns.
+    assert main([str(chain["02_c"]), "--dag"]) == 0 and "0 ran" in capsys.readouterr().out
+    assert main([str(chain["02_c"]), "--dag", "--force"]) == 0 and "1 ran (02_c)" in capsys.readouterr().out
