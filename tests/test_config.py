@@ -361,18 +361,36 @@ def test_profile_dirs_reject_bad_names(bad: str) -> None:
 # ---------------------------------------------------------------------------------- registries
 # Allowed values come from the registries themselves; these lists are read from the registries'
 # own modules here, never through guirl.config, so that a drift between the two fails.
-def _registry_cases() -> list[tuple[str, str]]:
+def _registries() -> dict[str, tuple[str, ...]]:
+    """Every registry's names, read from the registry's own module."""
     import guirl.methods
     from guirl.actions.formats import FORMAT_NAMES
     from guirl.data.loaders import LOADERS
     from guirl.metrics.protocols import PROTOCOLS
 
-    cases = [("sft.output_format", name) for name in FORMAT_NAMES]
-    cases += [("eval.protocol", name) for name in PROTOCOLS]
-    cases += [("data.source", name) for name in ("minigui", *LOADERS)]
-    assert len(FORMAT_NAMES) == 12 and {"coepg", "mind2web", "aitz", "agentcpm_androidcontrol"} <= set(PROTOCOLS)
-    assert guirl.methods.reward_names()  # the rewards are enumerated through a method section below
-    return cases
+    return {
+        "format": tuple(FORMAT_NAMES),
+        "protocol": tuple(PROTOCOLS),
+        "data_source": ("minigui", *LOADERS),
+        "method": tuple(guirl.methods.names()),
+        "reward": tuple(guirl.methods.reward_names()),
+    }
+
+
+def _registry_cases() -> list[tuple[str, str]]:
+    """(dotted key, name) for every field of the shipped schema that names a registry entry
+    (method sections included, once a method declares one) and every name of that registry."""
+    from guirl.config import registered_fields
+
+    names = _registries()
+    return [(key, name) for key, kind in registered_fields().items() for name in names[kind]]
+
+
+def test_registries_are_the_full_lists() -> None:
+    names = _registries()
+    assert len(names["format"]) == 12  # every output format, not the 3 the schema once listed
+    assert {"coepg", "mind2web", "aitz", "agentcpm_androidcontrol"} <= set(names["protocol"])
+    assert set(names["method"]) == {"agentcpm", "androidlong", "ccpo", "ces", "coepg", "semi_online"}
 
 
 @pytest.mark.parametrize("key, name", _registry_cases(), ids=lambda x: str(x))
@@ -384,11 +402,8 @@ def test_every_registered_name_is_selectable(key: str, name: str) -> None:
 def test_schema_marks_the_registry_keys() -> None:
     from guirl.config import registered_fields
 
-    assert registered_fields() == {
-        "data.source": "data_source",
-        "sft.output_format": "format",
-        "eval.protocol": "protocol",
-    }
+    kernel = {k: v for k, v in registered_fields().items() if k.split(".")[0] in ("data", "sft", "eval")}
+    assert kernel == {"data.source": "data_source", "sft.output_format": "format", "eval.protocol": "protocol"}
 
 
 @pytest.mark.parametrize(
