@@ -13,19 +13,33 @@ TRL calls each reward function as ``fn(prompts=..., completions=..., completion_
 
 Ground truth comes from columns: ``gt_action`` (JSON of :meth:`Action.to_dict`), optional
 ``gt_box`` and ``candidate_boxes`` (:meth:`GroundTruth.from_row`). Model text is parsed by the
-``parse(text, row) -> ParseResult`` callable (e.g. ``guirl.actions.formats.get_format(name).parse``
-wrapped to take the row as its context); a parser that raises is treated as a failed parse.
+``parse(text, row) -> ParseResult`` callable (e.g. :class:`FormatParser`, a registered output format
+that takes the screen size from the row); a parser that raises is treated as a failed parse.
+
+The adapters are frozen dataclasses with ``__call__`` and ``__name__`` (:class:`FormatParser`,
+:class:`TRLReward`, :class:`TRLComponents`), not closures, so they pickle: worker processes
+(data-loader workers, ``datasets.map(num_proc=...)``, multi-process trainers) receive them by value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from guirl.actions.types import ParseResult
 from guirl.rewards.base import GroundTruth, RewardInputError, RewardResult
 
-__all__ = ["completion_text", "format_parser", "score_completions", "as_trl_reward", "as_trl_components"]
+__all__ = [
+    "FormatParser",
+    "TRLComponents",
+    "TRLReward",
+    "as_trl_components",
+    "as_trl_reward",
+    "completion_text",
+    "format_parser",
+    "score_completions",
+]
 
 ParseFn = Callable[[str, Mapping[str, Any]], ParseResult]
 GtFn = Callable[[Mapping[str, Any]], GroundTruth]
@@ -66,27 +80,43 @@ def _rows(n: int, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{k: v[i] for k, v in cols.items()} for i in range(n)]
 
 
-def format_parser(name: str, *, size_column: str = "screen_size") -> ParseFn:
-    """``parse(text, row)`` for the registered output format ``name`` (:mod:`guirl.actions.formats`).
+@dataclass(frozen=True)
+class FormatParser:
+    """``parse(text, row)`` for the registered output format ``format_name`` (:mod:`guirl.actions.formats`).
 
     The row must hold ``size_column`` = ``[width, height]`` of the original screenshot in pixels
     (the format converts the model's coordinates with it); a missing or malformed column raises
-    :class:`RewardInputError` naming it (an input error, not a parse failure).
+    :class:`RewardInputError` naming it (an input error, not a parse failure). A plain picklable
+    object (the format is looked up by name at call time), so it crosses process boundaries.
     """
-    from guirl.actions.formats import FormatContext, get_format
 
-    fmt = get_format(name)
+    format_name: str
+    size_column: str = "screen_size"
 
-    def parse(text: str, row: Mapping[str, Any]) -> ParseResult:
-        size = row.get(size_column)
+    def __post_init__(self) -> None:
+        from guirl.actions.formats import get_format
+
+        get_format(self.format_name)  # an unknown name fails here, naming the registered formats
+
+    @property
+    def __name__(self) -> str:
+        return f"parse_{self.format_name}"
+
+    def __call__(self, text: str, row: Mapping[str, Any]) -> ParseResult:
+        from guirl.actions.formats import FormatContext, get_format
+
+        size = row.get(self.size_column)
         if size is None or len(size) != 2:
             raise RewardInputError(
-                f"format {name!r} needs column {size_column!r} = [width, height] in pixels; row has {sorted(row)}"
+                f"format {self.format_name!r} needs column {self.size_column!r} = [width, height] in pixels; "
+                f"row has {sorted(row)}"
             )
-        return fmt.parse(text, FormatContext(width=int(size[0]), height=int(size[1])))
+        return get_format(self.format_name).parse(text, FormatContext(width=int(size[0]), height=int(size[1])))
 
-    parse.__name__ = f"parse_{name}"
-    return parse
+
+def format_parser(name: str, *, size_column: str = "screen_size") -> FormatParser:
+    """:class:`FormatParser` for the registered output format ``name``."""
+    return FormatParser(name, size_column)
 
 
 def _safe_parse(parse: ParseFn, text: str, row: Mapping[str, Any]) -> ParseResult:
@@ -135,6 +165,86 @@ def score_completions(
     return out
 
 
+@dataclass(frozen=True)
+class TRLReward:
+    """A TRL reward function ``(completions, **kwargs) -> list[float]`` named ``name``.
+
+    When TRL passes ``log_metric``, the batch mean of each component is logged as
+    ``"{name}/{component}"`` (shown next to TRL's own metrics); ``log_extra`` adds one completions
+    table column per component. A picklable object rather than a closure: TRL, ``datasets`` and
+    data-loader workers may send reward functions to other processes. It pickles whenever ``fn``,
+    ``parse``, ``gt_from_row`` and ``extras`` do (module-level functions and :class:`FormatParser` do).
+    """
+
+    fn: Callable[..., RewardResult]
+    parse: ParseFn
+    name: str
+    gt_from_row: GtFn = GroundTruth.from_row
+    extras: ExtrasFn | None = None
+    extra_columns: tuple[str, ...] = ()
+    log_components: bool = True
+
+    @property
+    def __name__(self) -> str:  # TRL logs the reward under ``reward_func.__name__``
+        return self.name
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        results = score_completions(
+            self.fn,
+            self.parse,
+            completions,
+            gt_from_row=self.gt_from_row,
+            extras=self.extras,
+            extra_columns=self.extra_columns,
+            **kwargs,
+        )
+        if self.log_components and results:
+            keys = sorted({k for r in results for k in r.components})
+            log_metric = kwargs.get("log_metric")
+            log_extra = kwargs.get("log_extra")
+            for k in keys:
+                vals = [r.components.get(k, float("nan")) for r in results]
+                if callable(log_metric):
+                    finite = [v for v in vals if v == v]
+                    if finite:
+                        log_metric(f"{self.name}/{k}", sum(finite) / len(finite))
+                if callable(log_extra):
+                    log_extra(f"{self.name}/{k}", vals)
+        return [r.total for r in results]
+
+
+@dataclass(frozen=True)
+class TRLComponents:
+    """Companion of :class:`TRLReward` returning ``{"total": [...], component: [...]}`` per batch
+    (for evaluation loops and notebooks; missing components are NaN). Picklable like :class:`TRLReward`."""
+
+    fn: Callable[..., RewardResult]
+    parse: ParseFn
+    gt_from_row: GtFn = GroundTruth.from_row
+    extras: ExtrasFn | None = None
+    extra_columns: tuple[str, ...] = ()
+
+    @property
+    def __name__(self) -> str:
+        return f"{getattr(self.fn, '__name__', type(self.fn).__name__)}_components"
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> dict[str, list[float]]:
+        results = score_completions(
+            self.fn,
+            self.parse,
+            completions,
+            gt_from_row=self.gt_from_row,
+            extras=self.extras,
+            extra_columns=self.extra_columns,
+            **kwargs,
+        )
+        keys = sorted({k for r in results for k in r.components})
+        out = {"total": [r.total for r in results]}
+        for k in keys:
+            out[k] = [r.components.get(k, float("nan")) for r in results]
+        return out
+
+
 def as_trl_reward(
     fn: Callable[..., RewardResult],
     parse: ParseFn,
@@ -144,35 +254,9 @@ def as_trl_reward(
     extras: ExtrasFn | None = None,
     extra_columns: Sequence[str] = (),
     log_components: bool = True,
-) -> Callable[..., list[float]]:
-    """A TRL reward function ``(completions, **kwargs) -> list[float]`` named ``name``.
-
-    When TRL passes ``log_metric``, the batch mean of each component is logged as
-    ``"{name}/{component}"`` (shown next to TRL's own metrics); ``log_extra`` adds one completions
-    table column per component.
-    """
-
-    def reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-        results = score_completions(
-            fn, parse, completions, gt_from_row=gt_from_row, extras=extras, extra_columns=extra_columns, **kwargs
-        )
-        if log_components and results:
-            keys = sorted({k for r in results for k in r.components})
-            log_metric = kwargs.get("log_metric")
-            log_extra = kwargs.get("log_extra")
-            for k in keys:
-                vals = [r.components.get(k, float("nan")) for r in results]
-                if callable(log_metric):
-                    finite = [v for v in vals if v == v]
-                    if finite:
-                        log_metric(f"{name}/{k}", sum(finite) / len(finite))
-                if callable(log_extra):
-                    log_extra(f"{name}/{k}", vals)
-        return [r.total for r in results]
-
-    reward.__name__ = name
-    reward.__qualname__ = name
-    return reward
+) -> TRLReward:
+    """:class:`TRLReward` scoring completions with reward ``fn`` after ``parse``, named ``name``."""
+    return TRLReward(fn, parse, name, gt_from_row, extras, tuple(extra_columns), log_components)
 
 
 def as_trl_components(
@@ -182,18 +266,6 @@ def as_trl_components(
     gt_from_row: GtFn = GroundTruth.from_row,
     extras: ExtrasFn | None = None,
     extra_columns: Sequence[str] = (),
-) -> Callable[..., dict[str, list[float]]]:
-    """Companion of :func:`as_trl_reward` returning ``{"total": [...], component: [...]}`` per batch
-    (for evaluation loops and notebooks; missing components are NaN)."""
-
-    def components(completions: Sequence[Any], **kwargs: Any) -> dict[str, list[float]]:
-        results = score_completions(
-            fn, parse, completions, gt_from_row=gt_from_row, extras=extras, extra_columns=extra_columns, **kwargs
-        )
-        keys = sorted({k for r in results for k in r.components})
-        out = {"total": [r.total for r in results]}
-        for k in keys:
-            out[k] = [r.components.get(k, float("nan")) for r in results]
-        return out
-
-    return components
+) -> TRLComponents:
+    """:class:`TRLComponents` for reward ``fn`` (per-component lists, for evaluation loops)."""
+    return TRLComponents(fn, parse, gt_from_row, extras, tuple(extra_columns))
