@@ -34,7 +34,7 @@ def _processor_tokens(proc, width: int, height: int) -> tuple[int, tuple[int, in
 
 def test_processor_class_is_the_pil_backend():
     # The CPU environment has no torchvision; the public name must resolve to the PIL class
-    # (if torchvision sneaks in, the PIL processor import breaks; see stack-facts.md).
+    # (if torchvision sneaks in, the PIL processor import breaks; see docs/stack.md).
     from transformers import Qwen2VLImageProcessor
 
     assert _processor().__class__.__name__ == "Qwen2VLImageProcessorPil"

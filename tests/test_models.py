@@ -438,8 +438,8 @@ def test_model_summary_split(tiny_build):
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("qwen2.5-vl-3b", 3.755e9),  # tied embeddings, vocab 151936 (stack-facts: 3.755 B)
-        ("qwen2.5-vl-7b", 8.292e9),  # untied, vocab 152064 (stack-facts: 8.292 B)
+        ("qwen2.5-vl-3b", 3.755e9),  # tied embeddings, vocab 151936 (docs/stack.md: 3.755 B)
+        ("qwen2.5-vl-7b", 8.292e9),  # untied, vocab 152064 (docs/stack.md: 8.292 B)
     ],
 )
 def test_meta_parameter_count_published(name, expected):

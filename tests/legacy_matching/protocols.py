@@ -113,7 +113,7 @@ PROTOCOLS: dict[str, Protocol] = {
             source="AgentCPM-GUI eval/utils/evaluator.py (eval_android_control): 5 nearest 1.2x boxes, else 0.04",
         ),
         # GUI-Odyssey: inside the gt box or within 0.14; text containment or ANLS >= 0.5;
-        # coordinates [0,1000] (shared/notes/stack-facts.md).
+        # coordinates [0,1000] (docs/evaluator-conventions.md).
         Protocol(
             name="guiodyssey",
             box_mode="gt_box",
@@ -192,7 +192,7 @@ PROTOCOLS: dict[str, Protocol] = {
             source="Mind2Web (Deng et al. 2023) Sec. 4; SeeClick mind2web eval: click in gt box, op F1==1",
         ),
         # CES reward: inside the gt box or within 0.14; text token F1 >= 0.5
-        # (shared/notes/stack-facts.md).
+        # (docs/evaluator-conventions.md).
         Protocol(
             name="ces",
             box_mode="gt_box",
@@ -203,7 +203,7 @@ PROTOCOLS: dict[str, Protocol] = {
             coordinates="pixels / (width, height)",
             source="CES reward (stack-facts): in box or 0.14; F1>=0.5",
         ),
-        # CCPO code: within 0.1 of the gt point (shared/notes/stack-facts.md).
+        # CCPO code: within 0.1 of the gt point (docs/evaluator-conventions.md).
         Protocol(
             name="ccpo",
             box_mode="none",

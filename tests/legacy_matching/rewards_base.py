@@ -214,7 +214,7 @@ def click_hit(
     include_candidates: bool = True,
     strict_box: bool = False,
 ) -> bool:
-    """Click correctness shared by the evaluators (``shared/notes/stack-facts.md``).
+    """Click correctness shared by the evaluators (``docs/evaluator-conventions.md``).
 
     True when ``p`` lies inside one of the gt boxes (scaled by ``box_scale`` about its centre;
     ``strict_box`` excludes the edges, as GUI-R1's ``<`` comparison does) or, when ``radius`` is

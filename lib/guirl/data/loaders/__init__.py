@@ -1,7 +1,7 @@
 """Loaders of public GUI-agent datasets into the one episode schema (:mod:`guirl.data.schema`).
 
 ``load_dataset(name, path, **kw)`` dispatches to ``LOADERS[name]``; every loader returns a
-:class:`LoadResult` (``episodes``, ``skipped``). Formats: ``shared/notes/dataset-formats.md``.
+:class:`LoadResult` (``episodes``, ``skipped``). Formats: ``docs/dataset-formats.md``.
 Loaders of formats that embed screenshots (``androidcontrol``, ``mind2web``, ``guir1``) need
 ``image_dir``: the output folder that will hold ``episodes.jsonl``; the PNGs are written under
 it and stored relative to it. The other loaders store paths relative to the dataset folder.

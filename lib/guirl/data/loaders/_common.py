@@ -1,6 +1,6 @@
 """Shared pieces of the dataset loaders: the error type, the result type, unit conversions.
 
-Every loader turns one public dataset format (``shared/notes/dataset-formats.md``) into
+Every loader turns one public dataset format (``docs/dataset-formats.md``) into
 :class:`guirl.data.schema.Episode` objects with canonical actions:
 
 * points are normalised ``(x, y)`` in ``[0, 1]`` of the screenshot (pixels / size,

@@ -1,6 +1,6 @@
 """AndroidControl loader: GZIP TFRecord, one ``tf.train.Example`` per episode.
 
-Features (``shared/notes/dataset-formats.md``): ``episode_id`` (int), ``goal`` (bytes),
+Features (``docs/dataset-formats.md``): ``episode_id`` (int), ``goal`` (bytes),
 ``screenshots`` (PNG bytes, one more than actions), ``accessibility_trees``,
 ``screenshot_widths`` / ``screenshot_heights`` (px), ``actions`` (JSON strings),
 ``step_instructions`` (one per action).
@@ -9,7 +9,7 @@ Units: ``click``/``long_press`` ``x, y`` are pixels, normalised by the step's sc
 and height. ``scroll.direction`` is the direction the *content* moves, stored as
 ``convention="content"`` (use :meth:`guirl.actions.Action.in_convention` for finger).
 
-Accessibility trees: the dataset notes only say "serialized a11y trees" with nodes carrying
+Accessibility trees: ``docs/dataset-formats.md`` only says "serialized a11y trees" with nodes carrying
 ``bounds_in_screen``. ASSUMPTION (stated, not documented in the notes): each entry is a
 serialized ``android_env.AndroidAccessibilityForest`` protobuf (the proto AndroidControl was
 recorded with), field numbers from android_env's ``proto/a11y/*.proto``: forest.windows=1,

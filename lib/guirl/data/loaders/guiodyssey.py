@@ -33,7 +33,7 @@ from guirl.data.loaders._common import (
 from guirl.data.schema import Episode, Step
 
 NAME = "guiodyssey"
-SCALE = 1000.0  # GUI-Odyssey coordinates are in [0, 1000] (dataset notes; stack-facts.md)
+SCALE = 1000.0  # GUI-Odyssey coordinates are in [0, 1000] (docs/dataset-formats.md)
 _KEYS = {"KEY_HOME": "home", "KEY_BACK": "back", "KEY_APPSELECT": "recent"}
 
 
