@@ -21,7 +21,10 @@ SMOKE       ?=
 ARGS        ?=
 _on          = $(filter-out 0 no false,$(1))
 RUN_FLAGS    = --profile $(PROFILE)$(if $(call _on,$(FORCE)), --force)$(if $(call _on,$(SMOKE)), --smoke)$(if $(ARGS), $(ARGS))
-JUPYTERLAB  := jupyterlab==4.6.6
+# `make lab` passes --allow-root when run as root (GPU-node containers usually run as root);
+# LAB_ARGS adds Jupyter options, e.g. LAB_ARGS="--no-browser --ip=0.0.0.0 --port=8888".
+LAB_ARGS    ?=
+LAB_ROOT     = $(if $(filter 0,$(shell id -u)),--allow-root)
 # The torch pin comes from the constraints file, so there is one place to change it.
 TORCH_PIN   := $(shell grep -E '^torch==' requirements/constraints.txt)
 SETUP_STAMP := .stamps/setup
@@ -42,14 +45,16 @@ help: ## list the targets
 	@if [ -z "$(NB_TARGETS)" ]; then echo "  (no notebooks/NN_*.ipynb yet)"; fi
 	@for t in $(NB_TARGETS); do printf "  %s\n" "$$t"; done
 
-setup: $(SETUP_STAMP) ## create .venv (python3.11, pinned CPU stack, editable guirl, Jupyter kernel 'guirl')
+setup: $(SETUP_STAMP) ## create .venv (python3.11, pinned CPU stack with deepspeed and jupyterlab, editable guirl, kernel 'guirl')
 
 # Re-runs only when a requirement file or pyproject.toml changed (or the venv is gone).
+# DS_BUILD_OPS=0: deepspeed installs from source without compiling its C++/CUDA ops (none is
+# needed on CPU; the few it uses are built just in time on first use and cached).
 $(SETUP_STAMP): $(SETUP_DEPS)
 	@command -v $(PYTHON311) >/dev/null || { echo "error: $(PYTHON311) not found; install Python 3.11 or run make PYTHON311=/path/to/python3.11" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON311) -m venv $(VENV)
-	$(PIP) install --quiet "$(TORCH_PIN)"
-	$(PIP) install --quiet -r requirements/cpu.txt -c requirements/constraints.txt
+	$(PIP) install --quiet "$(TORCH_PIN)" -c requirements/constraints.txt
+	DS_BUILD_OPS=0 $(PIP) install --quiet -r requirements/cpu.txt -c requirements/constraints.txt
 	$(PIP) install --quiet -e . --no-deps
 	$(PY) -m ipykernel install --prefix $(VENV) --name $(KERNEL) --display-name "Python (guirl)" >/dev/null
 	@mkdir -p $(dir $@) && touch $@
@@ -88,9 +93,8 @@ tiny-model: setup ## build (or reuse) the cached tiny Qwen2.5-VL and print its f
 list-notebooks: ## print the notebooks that `make reproduce` runs, in order
 	@for nb in $(NOTEBOOKS); do echo $$nb; done
 
-lab: setup ## open JupyterLab on the project kernel (installs the pinned jupyterlab on first use)
-	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PIP) install "$(JUPYTERLAB)" -c requirements/constraints.txt
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+lab: setup ## open JupyterLab on the project kernel (offline; installed by setup; --allow-root as root)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ROOT) $(LAB_ARGS)
 
 clean: ## delete runs/, figures/<profile>/ and caches (keeps .venv and data/)
 	rm -rf runs .cache .pytest_cache .hypothesis

@@ -1,0 +1,228 @@
+"""DeepSpeed on CPU: ``configs/deepspeed/zero2.json`` (the GPU nodes' ZeRO-2 config) loads through
+accelerate's ``DeepSpeedPlugin``, the paper profiles' training arguments fill its ``"auto"`` values,
+and one process runs real ZeRO-2 optimizer steps of a tiny model on DeepSpeed's CPU accelerator
+that match plain PyTorch steps.
+
+The ZeRO-2 run happens in a subprocess (this file run as a script): it initialises a
+``torch.distributed`` process group (gloo, world size 1, from MASTER_ADDR / MASTER_PORT / RANK /
+LOCAL_RANK / WORLD_SIZE), which must not leak into the other tests. Its first run on a machine
+compiles DeepSpeed's small shared-memory communication op (cached under
+``~/.cache/torch_extensions``), hence ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ZERO2 = REPO / "configs" / "deepspeed" / "zero2.json"
+AUTO_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "bf16.enabled", "fp16.enabled"}
+STEPS = 3  # AdamW's first update is about lr * sign(grad); later ones depend on gradient magnitudes
+LR = 1e-2
+CLIP = 1.0
+BATCH = 4
+
+
+def auto_keys(config: dict, prefix: str = "") -> set[str]:
+    """Dotted keys of ``config`` whose value is ``"auto"``."""
+    keys: set[str] = set()
+    for k, v in config.items():
+        if isinstance(v, dict):
+            keys |= auto_keys(v, f"{prefix}{k}.")
+        elif v == "auto":
+            keys.add(f"{prefix}{k}")
+    return keys
+
+
+def test_auto_keys() -> None:
+    assert auto_keys({"a": "auto", "b": {"c": "auto", "d": 1}, "e": 2}) == {"a", "b.c"}
+
+
+def test_zero2_json_loads_through_the_accelerate_plugin() -> None:
+    from accelerate.utils import DeepSpeedPlugin
+
+    plugin = DeepSpeedPlugin(hf_ds_config=str(ZERO2), gradient_accumulation_steps=2, gradient_clipping=CLIP)
+    assert plugin.zero_stage == 2
+    assert plugin.hf_ds_config.is_zero2() and not plugin.hf_ds_config.is_zero3()
+    assert not plugin.hf_ds_config.is_offload()  # ZeRO-2 without CPU offload, as on the GPU nodes
+    # the plugin fills what it knows; the rest waits for the data loader and the precision
+    assert plugin.deepspeed_config["gradient_accumulation_steps"] == 2
+    assert plugin.deepspeed_config["gradient_clipping"] == CLIP
+    assert auto_keys(plugin.deepspeed_config) == AUTO_KEYS
+    # what Accelerator.prepare fills from the data loader and mixed precision
+    plugin.deepspeed_config_process(
+        must_match=True,
+        train_micro_batch_size_per_gpu=BATCH,
+        train_batch_size=BATCH * 2,
+        **{"bf16.enabled": False, "fp16.enabled": False},
+    )
+    assert auto_keys(plugin.deepspeed_config) == set()
+    assert plugin.deepspeed_config["train_batch_size"] == BATCH * 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def zero2_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Run this file as a script in one fresh process and return what it reports."""
+    out = tmp_path_factory.mktemp("zero2") / "result.json"
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, __file__, str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_zero2_optimizer_steps_run_on_cpu(zero2_run: dict) -> None:
+    ds = zero2_run["deepspeed"]
+    assert ds["distributed_type"] == "DEEPSPEED" and ds["device"] == "cpu"
+    assert ds["accelerator"] == "cpu"  # DeepSpeed's CPU accelerator
+    assert ds["engine"] == "DeepSpeedEngine" and ds["zero_stage"] == 2
+    assert ds["zero_optimizer"] == "DeepSpeedZeroOptimizer"  # ZeRO stage 1/2 partitioned optimizer
+    assert ds["global_steps"] == STEPS
+    config = ds["config"]
+    assert auto_keys(config) == set()
+    assert config["train_micro_batch_size_per_gpu"] == BATCH and config["train_batch_size"] == BATCH
+    assert config["gradient_clipping"] == CLIP and config["zero_optimization"]["stage"] == 2
+
+
+@pytest.mark.slow
+def test_zero2_steps_equal_plain_pytorch_steps(zero2_run: dict) -> None:
+    ds, ref = zero2_run["deepspeed"], zero2_run["reference"]
+    assert ds["losses"] == pytest.approx(ref["losses"], abs=1e-6)
+    assert ds["params"] != pytest.approx(ref["initial_params"], abs=1e-4)  # the steps moved the weights
+    assert ds["params"] == pytest.approx(ref["params"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_paper_profile_training_args_fill_zero2_autos(zero2_run: dict) -> None:
+    # guirl.train.sft.training_args for paper-3b (CPU device): the Trainer's DeepSpeed config
+    # takes batch size, accumulation, clipping and precision from the run config.
+    hf = zero2_run["paper_3b_trainer_config"]
+    assert auto_keys(hf["config"]) == set()
+    assert hf["config"]["train_micro_batch_size_per_gpu"] == hf["per_device_batch_size"]
+    assert hf["config"]["gradient_accumulation_steps"] == hf["grad_accum"]
+    assert hf["config"]["train_batch_size"] == hf["per_device_batch_size"] * hf["grad_accum"]
+    assert hf["config"]["zero_optimization"]["stage"] == 2
+    assert hf["config"]["bf16"]["enabled"] is False
+
+
+# ----------------------------------------------------------------------------- the subprocess
+def _batches():
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(BATCH, 4, generator=g), torch.randn(BATCH, 1, generator=g)) for _ in range(STEPS)]
+
+
+def _model():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+
+def _flat(model) -> list[float]:
+    return [float(v) for p in model.parameters() for v in p.detach().reshape(-1)]
+
+
+def _reference() -> dict:
+    """The same steps in plain PyTorch: AdamW, gradient norm clipped to ``CLIP``."""
+    import torch
+
+    model = _model()
+    initial = _flat(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    losses = []
+    for x, y in _batches():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    return {"losses": losses, "params": _flat(model), "initial_params": initial}
+
+
+def _zero2() -> dict:
+    """``STEPS`` ZeRO-2 steps through accelerate + DeepSpeed on CPU."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DeepSpeedPlugin
+    from deepspeed.accelerator import get_accelerator
+
+    plugin = DeepSpeedPlugin(hf_ds_config=str(ZERO2), gradient_accumulation_steps=1, gradient_clipping=CLIP)
+    acc = Accelerator(deepspeed_plugin=plugin)
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    x_all = torch.cat([x for x, _ in _batches()])
+    y_all = torch.cat([y for _, y in _batches()])
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_all, y_all), batch_size=BATCH)
+    engine, opt, loader = acc.prepare(model, opt, loader)
+    losses = []
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(engine(x), y)
+        acc.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    return {
+        "distributed_type": str(acc.state.distributed_type).split(".")[-1],
+        "device": str(acc.device),
+        "accelerator": get_accelerator().device_name(),
+        "engine": type(engine).__name__,
+        "zero_stage": engine.zero_optimization_stage(),
+        "zero_optimizer": type(engine.optimizer).__name__,
+        "global_steps": engine.global_steps,
+        "config": json.loads(json.dumps(engine.config, default=str)),
+        "losses": losses,
+        "params": _flat(engine.module),
+    }
+
+
+def _paper_trainer_config(out_dir: Path) -> dict:
+    from guirl.config import load_config
+    from guirl.train.sft import training_args
+
+    cfg = load_config("paper-3b", overrides=["runtime.device=cpu", "runtime.bf16=false", "model.torch_dtype=float32"])
+    assert cfg.runtime.deepspeed_config == "configs/deepspeed/zero2.json"
+    args = training_args(cfg, "sft", out_dir)
+    return {
+        "config": args.hf_deepspeed_config.config,
+        "per_device_batch_size": cfg.sft.per_device_batch_size,
+        "grad_accum": cfg.sft.grad_accum,
+    }
+
+
+def main(out: Path) -> None:
+    result = {
+        "reference": _reference(),
+        "deepspeed": _zero2(),
+        "paper_3b_trainer_config": _paper_trainer_config(out.parent),
+    }
+    out.write_text(json.dumps(result, default=str))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
