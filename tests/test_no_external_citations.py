@@ -86,4 +86,3 @@ def test_cited_docs_exist() -> None:
         if not (REPO / "docs" / name).is_file()
     )
     assert missing == []
-
