@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from guirl.configbase import REGISTRY_KINDS, Registered, Section
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
+from guirl.rl.config import RLConfig
 
 __all__ = [
     "ConfigError",
@@ -58,6 +59,7 @@ __all__ = [
     "SFTConfig",
     "EvalConfig",
     "RuntimeConfig",
+    "RLConfig",
     "DATA_SOURCES",
     "EVAL_PROTOCOLS",
     "OUTPUT_FORMATS",
@@ -392,6 +394,7 @@ class BaseConfig(BaseModel):
     sft: SFTConfig
     eval: EvalConfig
     runtime: RuntimeConfig
+    rl: RLConfig = Field(default_factory=RLConfig)  # defaults: CCPO Table 8 (guirl.rl.config)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible nested dict (sections in declaration order)."""

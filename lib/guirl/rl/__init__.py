@@ -8,7 +8,7 @@ from guirl.rl.advantages import (
     group_advantages,
     grpo_advantages,
 )
-from guirl.rl.losses import LOSS_AGG_MODES, agg_loss, clipped_surrogate, kl_k3, policy_loss
+from guirl.rl.losses import LOSS_AGG_MODES, agg_loss, agg_norm, clipped_surrogate, kl_k3, policy_loss
 from guirl.rl.semi_online import (
     discounted_step_returns,
     discounted_step_returns_batch,
@@ -21,6 +21,7 @@ __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "LOSS_AGG_MODES",
     "agg_loss",
+    "agg_norm",
     "clipped_surrogate",
     "dapo_keep_groups",
     "dapo_keep_mask",

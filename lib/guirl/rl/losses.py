@@ -15,6 +15,17 @@ Shapes: ``B`` sequences, ``T`` response tokens. ``logp``, ``old_logp``, ``ref_lo
   ``"seq-mean-token-sum"`` mean over sequences of each sequence's token sum;
   ``"seq-mean-token-sum-norm"`` total token sum / (B * ``norm_len``), Dr. GRPO's
   length-normalisation-free aggregation (``norm_len`` = max response length, a constant).
+
+Data-parallel invariance (verl ``core_algos.agg_loss`` with a global batch size / token count and
+``dp_size``; TRL ``loss_type="dapo"`` with ``num_items_in_batch``). Every mode is
+``sum over rows of a row term / normaliser``; :func:`agg_norm` gives a part's share of the
+normaliser (valid tokens, non-empty sequences, sequences, or sequences x ``norm_len``). When one
+optimizer step's batch is split over ``dp_size`` ranks and over micro-batches, pass the *global*
+normaliser (the sum of :func:`agg_norm` over every part, e.g. an all-reduce) as ``global_norm``:
+each part's loss is then ``its row sum / global_norm * dp_size``, so that summing over
+micro-batches and averaging over ranks (what DDP / ZeRO do with the gradients) gives exactly the
+loss of the whole batch on one rank, whatever the split. Without ``global_norm`` each part is
+normalised by its own count (the local, split-dependent value).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import torch
 __all__ = [
     "LOSS_AGG_MODES",
     "agg_loss",
+    "agg_norm",
     "kl_k3",
     "clipped_surrogate",
     "policy_loss",
@@ -38,32 +50,38 @@ def _check_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return mask.to(x.dtype)
 
 
-def _token_mean(x: torch.Tensor, mask: torch.Tensor, norm_len: int | None = None) -> torch.Tensor:
-    m = _check_mask(x, mask)
-    return (x * m).sum() / m.sum().clamp(min=1.0)
-
-
-def _seq_mean_token_mean(x: torch.Tensor, mask: torch.Tensor, norm_len: int | None = None) -> torch.Tensor:
-    m = _check_mask(x, mask)
-    per_seq = (x * m).sum(-1) / m.sum(-1).clamp(min=1.0)
-    has = (m.sum(-1) > 0).to(x.dtype)
-    return (per_seq * has).sum() / has.sum().clamp(min=1.0)
-
-
-def _seq_mean_token_sum(x: torch.Tensor, mask: torch.Tensor, norm_len: int | None = None) -> torch.Tensor:
-    m = _check_mask(x, mask)
-    return (x * m).sum(-1).mean()
-
-
-def _seq_mean_token_sum_norm(x: torch.Tensor, mask: torch.Tensor, norm_len: int | None = None) -> torch.Tensor:
-    m = _check_mask(x, mask)
+def _norm_len(x: torch.Tensor, norm_len: int | None) -> int:
     n = x.shape[-1] if norm_len is None else int(norm_len)
     if n <= 0:
         raise ValueError(f"norm_len must be > 0, got {n}")
-    return (x * m).sum() / (x.shape[0] * n)
+    return n
 
 
-LOSS_AGG_MODES: dict[str, Callable[..., torch.Tensor]] = {
+# Each mode: (row sum, local normaliser). The loss is row_sum / normaliser.
+def _token_mean(x: torch.Tensor, m: torch.Tensor, norm_len: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    return (x * m).sum(), m.sum()
+
+
+def _seq_mean_token_mean(x: torch.Tensor, m: torch.Tensor, norm_len: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    per_seq = (x * m).sum(-1) / m.sum(-1).clamp(min=1.0)
+    has = (m.sum(-1) > 0).to(x.dtype)
+    return (per_seq * has).sum(), has.sum()
+
+
+def _seq_mean_token_sum(x: torch.Tensor, m: torch.Tensor, norm_len: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    return (x * m).sum(), torch.tensor(float(x.shape[0]), dtype=x.dtype, device=x.device)
+
+
+def _seq_mean_token_sum_norm(
+    x: torch.Tensor, m: torch.Tensor, norm_len: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n = _norm_len(x, norm_len)
+    return (x * m).sum(), torch.tensor(float(x.shape[0] * n), dtype=x.dtype, device=x.device)
+
+
+#: Aggregation mode -> ``fn(loss_mat, mask, norm_len) -> (row sum, local normaliser)``; the loss is
+#: their ratio (:func:`agg_loss`).
+LOSS_AGG_MODES: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
     "token-mean": _token_mean,
     "seq-mean-token-mean": _seq_mean_token_mean,
     "seq-mean-token-sum": _seq_mean_token_sum,
@@ -71,15 +89,52 @@ LOSS_AGG_MODES: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def agg_loss(
-    loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", *, norm_len: int | None = None
-) -> torch.Tensor:
-    """Aggregate a ``(B, T)`` per-token loss into a scalar with ``mask`` (module doc for modes)."""
+def _parts(mode: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     try:
-        fn = LOSS_AGG_MODES[mode]
+        return LOSS_AGG_MODES[mode]
     except KeyError:
         raise KeyError(f"unknown loss aggregation {mode!r}; known: {sorted(LOSS_AGG_MODES)}") from None
-    return fn(loss_mat, mask, norm_len)
+
+
+def agg_norm(mask: torch.Tensor, mode: str = "token-mean", *, norm_len: int | None = None) -> torch.Tensor:
+    """This part's share of the normaliser of ``mode`` (a float scalar): valid tokens
+    (``token-mean``), non-empty sequences (``seq-mean-token-mean``), sequences
+    (``seq-mean-token-sum``) or sequences x ``norm_len`` (``seq-mean-token-sum-norm``). Sum it
+    over micro-batches and ranks to get ``global_norm`` for :func:`agg_loss`."""
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be (B, T), got {tuple(mask.shape)}")
+    m = mask.to(torch.float32)
+    return _parts(mode)(torch.zeros_like(m), m, norm_len)[1].detach()
+
+
+def agg_loss(
+    loss_mat: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "token-mean",
+    *,
+    norm_len: int | None = None,
+    global_norm: float | torch.Tensor | None = None,
+    dp_size: int = 1,
+) -> torch.Tensor:
+    """Aggregate a ``(B, T)`` per-token loss into a scalar with ``mask`` (module doc for modes).
+
+    ``global_norm`` (module doc, "Data-parallel invariance"): the normaliser of the whole
+    optimizer step (sum of :func:`agg_norm` over all micro-batches and ranks); ``dp_size``: the
+    number of data-parallel ranks whose gradients are averaged. A normaliser below 1 counts as 1
+    (an all-padding batch gives 0, not NaN).
+    """
+    fn = _parts(mode)
+    if dp_size < 1:
+        raise ValueError(f"dp_size must be >= 1, got {dp_size}")
+    m = _check_mask(loss_mat, mask)
+    num, local = fn(loss_mat, m, norm_len)
+    if global_norm is None:
+        if dp_size != 1:
+            raise ValueError("dp_size > 1 needs global_norm (the normaliser summed over all ranks)")
+        denom = local
+    else:
+        denom = torch.as_tensor(global_norm, dtype=loss_mat.dtype, device=loss_mat.device)
+    return num / denom.clamp(min=1.0) * dp_size
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, *, clamp: float | None = 20.0) -> torch.Tensor:
@@ -107,6 +162,8 @@ def clipped_surrogate(
     eps_high: float = 0.2,
     agg: str = "token-mean",
     norm_len: int | None = None,
+    global_norm: float | torch.Tensor | None = None,
+    dp_size: int = 1,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO/GRPO clipped surrogate loss (to minimise).
 
@@ -114,12 +171,15 @@ def clipped_surrogate(
         logp, old_logp, mask: ``(B, T)``.
         advantages: ``(B,)`` or ``(B, T)``.
         eps_low, eps_high: clip range ``[1 - eps_low, 1 + eps_high]`` (DAPO clip-higher: 0.2, 0.28).
-        agg: aggregation mode (:data:`LOSS_AGG_MODES`).
+        agg: aggregation mode (:data:`LOSS_AGG_MODES`); ``norm_len``, ``global_norm``,
+            ``dp_size``: see :func:`agg_loss`.
 
     Returns:
         ``(loss, stats)`` with scalar ``loss`` and ``stats`` holding the ``(B, T)`` per-token loss
-        ``"pg_losses"``, the ``"ratio"`` and the scalar ``"clipfrac"`` (share of valid tokens where
-        the clipped branch was taken).
+        ``"pg_losses"``, the ``"ratio"``, the ``(B, T)`` bool ``"clipped"`` (the clipped branch
+        was taken: ratio above ``1 + eps_high`` with ``A > 0`` or below ``1 - eps_low`` with
+        ``A < 0``, TRL's ``clip_ratio/region``) and the scalar ``"clipfrac"`` (its share of the
+        valid tokens of this part).
     """
     if logp.shape != old_logp.shape:
         raise ValueError(f"logp and old_logp shapes differ: {tuple(logp.shape)} vs {tuple(old_logp.shape)}")
@@ -138,8 +198,10 @@ def clipped_surrogate(
     clipped = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
     pg = torch.maximum(unclipped, clipped)
     m = mask.to(pg.dtype)
-    clipfrac = ((clipped > unclipped).to(pg.dtype) * m).sum() / m.sum().clamp(min=1.0)
-    return agg_loss(pg, mask, agg, norm_len=norm_len), {"pg_losses": pg, "ratio": ratio, "clipfrac": clipfrac}
+    took_clip = (clipped > unclipped) & (m > 0)
+    clipfrac = took_clip.to(pg.dtype).sum() / m.sum().clamp(min=1.0)
+    loss = agg_loss(pg, mask, agg, norm_len=norm_len, global_norm=global_norm, dp_size=dp_size)
+    return loss, {"pg_losses": pg, "ratio": ratio, "clipped": took_clip, "clipfrac": clipfrac}
 
 
 def policy_loss(
@@ -154,13 +216,27 @@ def policy_loss(
     eps_high: float = 0.2,
     agg: str = "token-mean",
     norm_len: int | None = None,
+    global_norm: float | torch.Tensor | None = None,
+    dp_size: int = 1,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """GRPO objective: clipped surrogate ``+ beta * k3 KL`` aggregated with the same mode.
+    """GRPO objective: clipped surrogate ``+ beta * k3 KL`` aggregated with the same mode and
+    normaliser (GRPO Eq. 3 with the KL of Eq. 4; aggregation is linear, so this equals TRL's
+    per-token ``loss + beta * kl`` aggregated once).
 
-    Returns ``(loss, stats)``; stats add ``"kl"`` (scalar aggregated k3) when ``beta > 0``.
+    Returns ``(loss, stats)``; stats add ``"pg_loss"`` and, when ``beta > 0``, the scalar
+    aggregated ``"kl"`` and the ``(B, T)`` ``"per_token_kl"``.
     """
     pg_loss, stats = clipped_surrogate(
-        logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high, agg=agg, norm_len=norm_len
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        agg=agg,
+        norm_len=norm_len,
+        global_norm=global_norm,
+        dp_size=dp_size,
     )
     out = dict(stats)
     out["pg_loss"] = pg_loss
@@ -168,7 +244,9 @@ def policy_loss(
     if beta != 0.0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs ref_logp")
-        kl = agg_loss(kl_k3(logp, ref_logp), mask, agg, norm_len=norm_len)
+        per_token_kl = kl_k3(logp, ref_logp)
+        kl = agg_loss(per_token_kl, mask, agg, norm_len=norm_len, global_norm=global_norm, dp_size=dp_size)
         out["kl"] = kl
+        out["per_token_kl"] = per_token_kl
         loss = loss + beta * kl
     return loss, out

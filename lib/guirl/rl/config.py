@@ -1,0 +1,75 @@
+"""The ``rl:`` config section: hyperparameters of the RL engine (:mod:`guirl.train.rl`).
+
+Defaults are the paper profiles' values: CCPO Table 8 (AndroidControl column) where the paper
+gives one, otherwise the default of the public code the paper builds on (verl / UI-S1, or TRL
+1.16 ``GRPOConfig``), each commented. The tiny profile overrides the sizes for a CPU.
+
+Units: a *step* is one RL step (one generation batch, ``mini_batches`` optimizer updates); a
+*group* is the ``group_size`` rollouts of one prompt (task), compared with each other for the
+advantage; ``prompts_per_step`` groups make one step's batch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from guirl.configbase import Section
+
+__all__ = ["RLConfig", "RL_METHODS", "LOSS_AGGS"]
+
+#: RL methods the stage entry (``guirl.stages.rl``) can build hooks for.
+RL_METHODS = ("grpo",)
+#: :data:`guirl.rl.losses.LOSS_AGG_MODES`, repeated here so the section imports no torch.
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+class RLConfig(Section):
+    """RL engine hyperparameters (module doc for units).
+
+    ``method``: which hooks the stage builds (``grpo``: single-turn GRPO on recorded steps with the
+    ground-truth history, reward ``reward``). ``reward``: a reward name of
+    :func:`guirl.methods.get_reward`. ``histories``: history settings of the prompts (as
+    ``sft.histories``). ``advantage``: ``grpo`` (group mean/std) or ``dr_grpo`` (group mean only).
+    ``loss_agg``: :data:`guirl.rl.losses.LOSS_AGG_MODES` (``seq-mean-token-sum-norm`` is
+    normalised by ``max_new_tokens``, Dr. GRPO). ``dapo_std_threshold``: ``null`` keeps every
+    group; a number turns DAPO dynamic sampling on (groups whose reward std is at most the
+    threshold are dropped, 0 drops only constant groups, and more prompts are drawn, at most
+    ``max_draws`` times per step, until ``prompts_per_step`` groups are kept).
+    """
+
+    method: Literal[RL_METHODS] = "grpo"  # type: ignore[valid-type]
+    reward: str = Field(default="ccpo", min_length=1)
+    histories: list[Annotated[str, StringConstraints(pattern=r"^[0-5](A|AO)$")]] = Field(
+        default_factory=lambda: ["1AO", "3AO"], min_length=1
+    )  # CCPO A.1.3: 1-3AO histories
+    max_steps: int = Field(default=100, ge=1)  # not from the paper (it trains 3 epochs, Table 8)
+    prompts_per_step: int = Field(default=32, ge=1)  # CCPO Table 8 train_batch_size (AC)
+    group_size: int = Field(default=4, ge=1)  # rollouts per prompt; CCPO Table 11 ablates 2 / 4 / 8
+    max_new_tokens: int = Field(default=128, ge=1)  # CCPO Table 8 max_response_length
+    temperature: float = Field(default=1.0, gt=0)  # verl rollout default
+    top_p: float = Field(default=1.0, gt=0, le=1)  # verl rollout default
+    learning_rate: float = Field(default=5e-7, gt=0)  # CCPO Table 8
+    warmup_steps: int = Field(default=0, ge=0)  # verl actor default (no warm-up)
+    weight_decay: float = Field(default=0.01, ge=0)  # verl actor optimiser default
+    max_grad_norm: float = Field(default=1.0, gt=0)  # verl actor grad_clip default
+    beta: float = Field(default=1e-4, ge=0)  # CCPO Table 8 kl_loss_coef (k3 KL in the loss)
+    eps_low: float = Field(default=0.2, ge=0)  # verl clip_ratio_low default
+    eps_high: float = Field(default=0.2, ge=0)  # verl clip_ratio_high default (DAPO uses 0.28)
+    advantage: Literal["grpo", "dr_grpo"] = "grpo"
+    adv_eps: float = Field(default=1e-6, gt=0)  # verl GRPO epsilon (TRL uses 1e-4)
+    loss_agg: Literal[LOSS_AGGS] = "token-mean"  # type: ignore[valid-type]  # verl default
+    dapo_std_threshold: float | None = Field(default=0.2, ge=0)  # CCPO Table 8 DAPO threshold (AC)
+    max_draws: int = Field(default=4, ge=1)  # not from the paper: cap on DAPO re-draws per step
+    rollout_batch_size: int = Field(default=8, ge=1)  # prompts per generate call (n sequences each)
+    mini_batches: int = Field(default=4, ge=1)  # CCPO Table 8 fixed_num_mini_batches
+    micro_batch_size: int = Field(default=1, ge=1)  # CCPO Table 8 ppo_micro_batch_size_per_gpu
+    save_steps: int = Field(default=50, ge=1)  # not from the paper
+    save_total_limit: int = Field(default=2, ge=1)  # checkpoints kept on disk
+
+    @model_validator(mode="after")
+    def _clip_range(self) -> RLConfig:
+        if self.eps_low >= 1:
+            raise ValueError(f"eps_low: {self.eps_low} leaves no ratio range -- use a value below 1 (e.g. 0.2)")
+        return self

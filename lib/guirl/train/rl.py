@@ -1,0 +1,750 @@
+"""The RL engine of the repository: rollout -> reward -> advantage -> clipped policy loss with a k3
+KL to a frozen reference -> optimizer step, for every RL method (``docs/rl.md``).
+
+Why not TRL's ``GRPOTrainer``: it expresses plain single-turn GRPO, but not the step-level
+semi-online rollouts of UI-S1 nor CCPO's N rollouts sharing one cropped, coordinate-augmented
+history, nor DAPO's accumulate-until-full sampling (``docs/rl.md`` lists the API facts). One
+engine therefore runs all of them, and its loss equals TRL's GRPO loss for the matching
+``loss_type`` on a fixed batch (``tests/test_train_rl.py``).
+
+A method supplies :class:`RLHooks`:
+
+* ``tasks``: the data source / step sampler (a :class:`~guirl.rl.samples.TaskStream` or anything
+  with ``next(n)``, ``state_dict()``, ``load_state_dict()``); one task becomes one group;
+* ``rollout(policy, tasks, args) -> [Sample]``: builds the prompts (history builder) and asks the
+  :class:`guirl.rollout.Policy` for ``args.group_size`` completions per task; multi-turn methods
+  run their episode loop here (:func:`single_turn_rollout` is the single-turn case);
+* ``reward(samples) -> [RewardResult]``: scalar reward plus components per sample;
+* ``advantage(samples) -> (N,) tensor``: e.g. :func:`guirl.rl.samples.group_advantage_hook`;
+* ``keep(samples) -> [bool]`` (optional): the data filter; with it, the engine draws more tasks
+  (at most ``rl.max_draws`` draws) until ``rl.prompts_per_step`` groups are kept, then keeps the
+  first ``prompts_per_step`` (DAPO dynamic sampling, CCPO Algorithm 1 lines 6-29).
+
+One step (CCPO Algorithm 1 lines 3-45, with ``num_iterations = 1``): draw tasks, roll out with
+the current policy (eval mode, seeded by ``(seed, step, draw, rank)``), score, filter, compute
+advantages on the kept samples; shuffle them into ``rl.mini_batches`` mini-batches; before the
+first update compute the reference log-probs (``beta > 0``: the base model, i.e. the LoRA
+adapter disabled, or a frozen copy of the initial weights) and, with more than one mini-batch,
+the old log-probs; for each mini-batch accumulate micro-batch gradients of
+:func:`guirl.rl.losses.policy_loss` normalised by the mini-batch's *global* token (or sequence)
+count across micro-batches and data-parallel ranks, clip the gradient norm and step AdamW.
+
+Files under ``output_dir``: ``checkpoint-<step>/`` (``accelerate`` state: model, optimizer,
+scheduler, RNG of every rank; ``engine.json``: step, task-stream cursor, counters), written to a
+temporary name and renamed, so a killed run resumes from the last complete one; ``rl_log.jsonl``
+(one JSON object per step, :data:`LOG_FIELDS`; rows after the resumed step are dropped on
+resume); ``final/`` (the LoRA adapter, or the full model) with the processor; ``result.json``
+last (its presence means done; ``guirl.evaluate.load_trained`` reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from guirl.rewards.base import RewardResult
+from guirl.rl.losses import agg_norm, policy_loss
+from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
+
+if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
+    from guirl.config import Config
+
+__all__ = [
+    "RLHooks",
+    "TaskSource",
+    "single_turn_rollout",
+    "StepTask",
+    "step_tasks",
+    "format_reward_hook",
+    "train_rl",
+    "RL_ENTRY",
+    "RESULT_FILE",
+    "FINAL_DIR",
+    "LOG_FILE",
+    "LOG_FIELDS",
+    "read_log",
+    "last_checkpoint",
+    "seed_for",
+]
+
+#: The entry module of RL stages: ``run_stage(cfg, stage, ..., entry=RL_ENTRY)``.
+RL_ENTRY = "guirl.stages.rl"
+RESULT_FILE = "result.json"
+FINAL_DIR = "final"
+LOG_FILE = "rl_log.jsonl"
+ENGINE_FILE = "engine.json"
+
+#: The per-step log (``rl_log.jsonl``): one row per step with these keys, plus
+#: ``reward/<component>`` (mean over generated samples) for every reward component.
+LOG_FIELDS: dict[str, str] = {
+    "step": "RL step, 1-based",
+    "epoch": "tasks drawn so far / number of tasks",
+    "reward": "mean reward of every sample generated this step (before the filter)",
+    "reward_std": "std of those rewards",
+    "reward_kept": "mean reward of the samples trained on",
+    "adv_abs": "mean |advantage| of the samples trained on",
+    "loss": "policy loss + beta * KL (global, averaged over mini-batches)",
+    "pg_loss": "clipped surrogate part of the loss",
+    "kl": "k3 KL to the reference, mean over trained tokens (0 when beta = 0)",
+    "entropy": "policy entropy in nats, mean over trained tokens",
+    "clip_frac": "share of trained tokens whose ratio was clipped",
+    "grad_norm": "gradient norm before clipping (mean over mini-batches)",
+    "lr": "learning rate of the last update",
+    "prompt_tokens": "mean prompt tokens (text + image tokens) per trained sample",
+    "completion_tokens": "mean generated tokens per trained sample",
+    "n_generated": "samples generated this step (all draws, all ranks)",
+    "n_kept": "samples trained on",
+    "groups_kept": "groups trained on",
+    "draws": "task draws this step (more than 1 only with a data filter)",
+    "skipped": "true when no sample was kept (no update)",
+    "gen_seconds": "rollout time (generation + prompt building)",
+    "reward_seconds": "reward time",
+    "update_seconds": "reference / old log-probs + forward/backward + optimizer",
+    "step_seconds": "whole step, wall clock",
+}
+
+
+class TaskSource(Protocol):
+    """The data source: the next ``n`` tasks, and a resumable state."""
+
+    def next(self, n: int) -> list[Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class RLHooks:
+    """What a method plugs into the engine (module doc)."""
+
+    tasks: TaskSource
+    rollout: Callable[[Any, Sequence[Any], RolloutArgs], list[Sample]]
+    reward: Callable[[Sequence[Sample]], Sequence[RewardResult]]
+    advantage: Callable[[Sequence[Sample]], torch.Tensor]
+    keep: Callable[[Sequence[Sample]], Sequence[bool]] | None = None
+
+
+def single_turn_rollout(
+    build_prompt: Callable[[Any], tuple[list[dict[str, Any]], list[Any]]],
+    row_of: Callable[[Any], Mapping[str, Any]] = lambda task: task,
+) -> Callable[[Any, Sequence[Any], RolloutArgs], list[Sample]]:
+    """Rollout hook of single-turn methods: one prompt per task (``build_prompt(task)``, the
+    history builder), ``args.group_size`` sampled completions each, one group per task;
+    ``row_of(task)`` gives the columns the reward reads."""
+
+    def rollout(policy: Any, tasks: Sequence[Any], args: RolloutArgs) -> list[Sample]:
+        prompts = [build_prompt(t) for t in tasks]
+        outs = policy.complete(
+            prompts, n=args.group_size, do_sample=True, temperature=args.temperature, top_p=args.top_p, seed=args.seed
+        )
+        if len(outs) != len(prompts):
+            raise ValueError(f"policy returned {len(outs)} completion lists for {len(prompts)} prompts")
+        samples = []
+        for g, (task, prompt, comps) in enumerate(zip(tasks, prompts, outs, strict=True)):
+            if len(comps) != args.group_size:
+                raise ValueError(f"policy returned {len(comps)} completions for a group of {args.group_size}")
+            row = row_of(task)
+            for c in comps:
+                samples.append(Sample(prompt=prompt, completion_ids=tuple(c.token_ids), text=c.text, group=g, row=row))
+        return samples
+
+    return rollout
+
+
+@dataclass(frozen=True)
+class StepTask:
+    """One recorded step as a single-turn task: its prompt (with the ground-truth history) and the
+    columns its reward reads (``gt_action`` JSON, ``gt_box``, ``candidate_boxes``,
+    ``screen_size``, plus ``episode_id``, ``step_id``, ``history``)."""
+
+    prompt: tuple[list[dict[str, Any]], list[Any]]
+    row: Mapping[str, Any]
+
+
+def step_tasks(
+    episodes: Sequence[Any],
+    specs: Sequence[Any],
+    *,
+    image_root: str | Path,
+    min_pixels: int,
+    max_pixels: int,
+) -> list[StepTask]:
+    """One :class:`StepTask` per (episode step, prompt spec), in episode order; the prompt is
+    :func:`guirl.prompts.episode_step_prompt` (ground-truth history, as SFT records)."""
+    from guirl.prompts import episode_step_prompt
+
+    out = []
+    for ep in episodes:
+        for t, step in enumerate(ep.steps):
+            for spec in specs:
+                messages, images, _ = episode_step_prompt(
+                    ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=str(image_root)
+                )
+                row = {
+                    "gt_action": json.dumps(step.action.to_dict()),
+                    "gt_box": list(step.target_box) if step.target_box else None,
+                    "candidate_boxes": [list(b) for b in step.candidate_boxes],
+                    "screen_size": list(step.screen_size),
+                    "episode_id": ep.episode_id,
+                    "step_id": step.step_id,
+                    "history": spec.tag,
+                }
+                out.append(StepTask(prompt=(messages, images), row=row))
+    return out
+
+
+def format_reward_hook(
+    fn: Callable[..., RewardResult],
+    output_format: str,
+    *,
+    min_pixels: int,
+    max_pixels: int,
+) -> Callable[[Sequence[Sample]], list[RewardResult]]:
+    """Reward hook for a :mod:`guirl.rewards`-style ``fn(parsed, gt) -> RewardResult``: each
+    sample's text is parsed with ``output_format`` in the coordinate space the model saw (the
+    screenshot ``row["screen_size"]`` resized with ``min_pixels`` / ``max_pixels``) and scored
+    against ``GroundTruth.from_row(row)`` (:func:`guirl.rewards.trl.score_completions`)."""
+    from guirl.actions.formats import get_format
+    from guirl.prompts import format_context
+    from guirl.rewards.base import RewardInputError
+    from guirl.rewards.trl import score_completions
+
+    fmt = get_format(output_format)
+
+    def parse(text: str, row: Mapping[str, Any]):
+        size = row.get("screen_size")
+        if size is None or len(size) != 2:
+            raise RewardInputError(f"row needs screen_size = [width, height] in pixels; row has {sorted(row)}")
+        return fmt.parse(text, format_context((int(size[0]), int(size[1])), min_pixels, max_pixels))
+
+    def reward(samples: Sequence[Sample]) -> list[RewardResult]:
+        if not samples:
+            return []
+        keys = sorted({k for s in samples for k in s.row})
+        columns = {k: [s.row.get(k) for s in samples] for k in keys}
+        return score_completions(fn, parse, [s.text for s in samples], **columns)
+
+    reward.__name__ = f"{getattr(fn, '__name__', 'reward')}_{output_format}"
+    return reward
+
+
+def seed_for(seed: int, *keys: int) -> int:
+    """A seed in ``[0, 2**31)`` for one (step, draw, rank) of a run: independent streams per key
+    (``numpy.random.SeedSequence``)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, dtype=np.uint32)[0] >> 1)
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoints and logs
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The complete checkpoint with the highest step (its ``engine.json`` exists), or ``None``."""
+    best: tuple[int, Path] | None = None
+    if not output_dir.is_dir():
+        return None
+    for p in output_dir.glob("checkpoint-*"):
+        tail = p.name.removeprefix("checkpoint-")
+        if tail.isdigit() and (p / ENGINE_FILE).is_file():
+            if best is None or int(tail) > best[0]:
+                best = (int(tail), p)
+    return None if best is None else best[1]
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of an ``rl_log.jsonl`` (a bad line raises ``ValueError`` naming the file and line)."""
+    rows = []
+    with Path(path).open(encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{i}: not valid JSON: {e}") from e
+    return rows
+
+
+def _truncate_log(path: Path, last_step: int) -> None:
+    """Keep the rows of steps ``<= last_step`` (those of a killed run after its checkpoint go)."""
+    if not path.exists():
+        return
+    rows = [r for r in read_log(path) if int(r["step"]) <= last_step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    tmp.replace(path)
+
+
+class _EngineState:
+    """Counters restored on resume; registered with ``accelerate`` as a checkpointed object."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.samples_generated = 0
+        self.samples_trained = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        for k, v in state.items():
+            setattr(self, k, int(v))
+
+
+# --------------------------------------------------------------------------------------------
+# model setup
+def _is_adapter_dir(path: Path) -> bool:
+    return (path / "adapter_config.json").is_file()
+
+
+def _load_policy_model(cfg: Config, base_model: Path, output_dir: Path, is_main: bool) -> tuple[Any, Path]:
+    """The model to train and the full-weight folder it starts from. An SFT result that is a LoRA
+    adapter is merged into its base first (saved once to ``output_dir/base_merged``), so RL adds
+    a fresh adapter on the SFT model, as "continuing semi-online RL from an SFT model" (CCPO A.1.2)."""
+    from guirl.models import load_model
+
+    m = cfg.model
+    device = "cpu" if cfg.runtime.device == "cpu" else None
+    kwargs: dict[str, Any] = {"dtype": m.torch_dtype, "attn_implementation": m.attn_implementation}
+    if device is not None:
+        kwargs["device"] = device
+    if not _is_adapter_dir(base_model):
+        return load_model(base_model, **kwargs), base_model
+    merged = output_dir / "base_merged"
+    if not (merged / "config.json").is_file():
+        from peft import PeftModel
+
+        adapter_cfg = json.loads((base_model / "adapter_config.json").read_text())
+        parent = Path(adapter_cfg["base_model_name_or_path"])
+        model = PeftModel.from_pretrained(load_model(parent, **kwargs), str(base_model)).merge_and_unload()
+        if is_main:
+            tmp = output_dir / "base_merged.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(str(tmp))
+            tmp.rename(merged)
+        return model, merged
+    return load_model(merged, **kwargs), merged
+
+
+# --------------------------------------------------------------------------------------------
+# the engine
+class _Engine:
+    def __init__(self, cfg: Config, hooks: RLHooks, processor: Any, model: Any, ref_model: Any, accelerator) -> None:
+        self.cfg = cfg
+        self.rl = cfg.rl
+        self.hooks = hooks
+        self.processor = processor
+        self.model = model
+        self.ref_model = ref_model
+        self.acc = accelerator
+        self.world = accelerator.num_processes
+        self.rank = accelerator.process_index
+        self.state = _EngineState()
+
+    # ---- distributed helpers
+    def _sum(self, values: Sequence[float]) -> list[float]:
+        t = torch.tensor(list(values), dtype=torch.float64, device=self.acc.device)
+        if self.world > 1:
+            t = self.acc.reduce(t, reduction="sum")
+        return t.tolist()
+
+    def _max(self, value: int) -> int:
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.long, device=self.acc.device)
+        return int(self.acc.gather(t).max())
+
+    def _gather_floats(self, values: Sequence[float]) -> list[float]:
+        if self.world == 1:
+            return list(values)
+        from accelerate.utils import gather_object
+
+        return [v for part in gather_object([list(values)]) for v in part]
+
+    # ---- one step
+    def collect(self, policy: Any, step: int) -> tuple[list[Sample], list[Sample], dict[str, Any]]:
+        """Draw, roll out, score and filter until the batch is full (module doc); returns the kept
+        samples, every sample generated on this rank, and the step's rollout statistics."""
+        rl, hooks = self.rl, self.hooks
+        target = rl.prompts_per_step
+        quota = target // self.world + (1 if self.rank < target % self.world else 0)
+        kept: list[Sample] = []
+        generated: list[Sample] = []
+        next_group = 0
+        draw = 0
+        gen_s = reward_s = 0.0
+        while True:
+            tasks = list(hooks.tasks.next(target))
+            mine = tasks[self.rank :: self.world]
+            args = RolloutArgs(
+                group_size=rl.group_size,
+                temperature=rl.temperature,
+                top_p=rl.top_p,
+                seed=seed_for(self.cfg.seed, step, draw, self.rank),
+                step=step,
+                draw=draw,
+            )
+            t0 = time.perf_counter()
+            self.model.eval()
+            samples = hooks.rollout(policy, mine, args) if mine else []
+            gen_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            results = list(hooks.reward(samples)) if samples else []
+            reward_s += time.perf_counter() - t0
+            if len(results) != len(samples):
+                raise ValueError(f"reward hook returned {len(results)} results for {len(samples)} samples")
+            for s, r in zip(samples, results, strict=True):
+                s.reward, s.components = float(r.total), dict(r.components)
+            next_group = renumber_groups(samples, next_group)
+            generated.extend(samples)
+            if hooks.keep is not None and samples:
+                mask = list(hooks.keep(samples))
+                if len(mask) != len(samples):
+                    raise ValueError(f"keep hook returned {len(mask)} flags for {len(samples)} samples")
+                samples = [s for s, k in zip(samples, mask, strict=True) if k]
+            kept.extend(samples)
+            kept = take_groups(kept, quota)
+            draw += 1
+            n_groups = len({s.group for s in kept})
+            total_groups = int(self._sum([n_groups])[0])
+            if hooks.keep is None or total_groups >= target or draw >= rl.max_draws:
+                break
+        rewards = self._gather_floats([s.reward for s in generated])
+        finite = [r for r in rewards if math.isfinite(r)]
+        comp_keys = sorted({k for s in generated for k in s.components})
+        comp = {}
+        for k in comp_keys:
+            vals = [s.components.get(k, math.nan) for s in generated]
+            tot = self._sum([sum(v for v in vals if math.isfinite(v)), sum(1 for v in vals if math.isfinite(v))])
+            comp[f"reward/{k}"] = tot[0] / tot[1] if tot[1] else math.nan
+        mean = sum(finite) / len(finite) if finite else math.nan
+        std = (
+            math.sqrt(sum((r - mean) ** 2 for r in finite) / (len(finite) - 1)) if len(finite) > 1 else 0.0
+        )
+        info = {
+            "reward": mean,
+            "reward_std": std,
+            **comp,
+            "n_generated": len(rewards),
+            "draws": draw,
+            "gen_seconds": gen_s,
+            "reward_seconds": reward_s,
+        }
+        return kept, generated, info
+
+    def _micro_batches(self, samples: list[Sample], step: int) -> list[list[list[Sample]]]:
+        """Shuffle (seeded by step and rank) and split into mini-batches of micro-batches."""
+        order = list(range(len(samples)))
+        random.Random(seed_for(self.cfg.seed, step, 10_007, self.rank)).shuffle(order)
+        shuffled = [samples[i] for i in order]
+        n_mini = self.rl.mini_batches
+        minis = [shuffled[i::n_mini] for i in range(n_mini)]
+        mb = self.rl.micro_batch_size
+        return [[mini[j : j + mb] for j in range(0, len(mini), mb)] for mini in minis]
+
+    def _encode(self, micro: Sequence[Sample]) -> dict[str, torch.Tensor]:
+        from guirl.rl.logprobs import encode_samples
+
+        return encode_samples(
+            self.processor, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
+        )
+
+    def _logprobs(self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False):
+        from guirl.rl.logprobs import completion_logprobs
+
+        return completion_logprobs(model, batch, temperature=self.rl.temperature, with_entropy=with_entropy)
+
+    def _ref_logprobs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            if self.ref_model is not None:
+                return self._logprobs(self.ref_model, batch)[0]
+            unwrapped = self.acc.unwrap_model(self.model)
+            with unwrapped.disable_adapter():
+                return self._logprobs(self.model, batch)[0]
+
+    def _norm_len(self) -> int | None:
+        return self.rl.max_new_tokens if self.rl.loss_agg == "seq-mean-token-sum-norm" else None
+
+    def update(
+        self, samples: list[Sample], spare: Sample, step: int, optimizer, scheduler
+    ) -> dict[str, Any]:
+        """Mini-batch updates on the kept samples (module doc); returns the step's loss statistics.
+        ``spare`` (any sample of this rank) feeds the weight-0 passes of a rank with fewer
+        micro-batches than another."""
+        rl = self.rl
+        minis = self._micro_batches(samples, step)
+        n_micro_per_mini = [self._max(len(m)) for m in minis]
+        self.model.train()
+        # reference (and, with several updates per batch, old) log-probs before any update
+        pre: dict[int, dict[str, torch.Tensor]] = {}
+        need_old = rl.mini_batches > 1
+        for mini in minis:
+            for micro in mini:
+                batch = self._encode(micro)
+                extra: dict[str, torch.Tensor] = {}
+                if rl.beta > 0:
+                    extra["ref"] = self._ref_logprobs(batch)
+                if need_old:
+                    with torch.no_grad():
+                        extra["old"] = self._logprobs(self.model, batch)[0]
+                pre[id(micro)] = extra
+        sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "tok": 0.0, "prompt": 0.0}
+        grad_norms = []
+        norm_len = self._norm_len()
+        for mini, n_micro in zip(minis, n_micro_per_mini, strict=True):
+            local_norm = sum(float(agg_norm(_length_mask(micro), rl.loss_agg, norm_len=norm_len)) for micro in mini)
+            global_norm = self._sum([local_norm])[0]
+            # every rank runs the same number of backward passes (DDP / ZeRO all-reduce in the
+            # last one); a rank with fewer micro-batches repeats one with weight 0
+            for i in range(n_micro):
+                dummy = i >= len(mini)
+                micro = [spare] if dummy else mini[i]
+                batch = self._encode(micro)
+                logp, ent = self._logprobs(self.model, batch, with_entropy=True)
+                last = i == n_micro - 1
+                # DeepSpeed reads the accumulation boundary from accelerate's sync flag (what
+                # ``accelerator.accumulate`` sets); DDP skips the all-reduce under no_sync
+                self.acc.gradient_state._set_sync_gradients(last)
+                if dummy:
+                    with nullcontext() if last else self.acc.no_sync(self.model):
+                        self.acc.backward(logp.sum() * 0.0)
+                    continue
+                mask = batch["completion_mask"].to(logp.dtype)
+                extra = pre[id(micro)]
+                old = extra.get("old", logp.detach())
+                adv = torch.tensor([s.advantage for s in micro], dtype=logp.dtype, device=logp.device)
+                loss, st = policy_loss(
+                    logp,
+                    old,
+                    adv,
+                    mask,
+                    ref_logp=extra.get("ref"),
+                    beta=rl.beta,
+                    eps_low=rl.eps_low,
+                    eps_high=rl.eps_high,
+                    agg=rl.loss_agg,
+                    norm_len=norm_len,
+                    global_norm=global_norm,
+                    dp_size=self.world,
+                )
+                with nullcontext() if last else self.acc.no_sync(self.model):
+                    self.acc.backward(loss)
+                sums["loss"] += float(loss.detach()) / rl.mini_batches
+                sums["pg_loss"] += float(st["pg_loss"].detach()) / rl.mini_batches
+                if "per_token_kl" in st:
+                    sums["kl"] += float((st["per_token_kl"].detach() * mask).sum())
+                sums["ent"] += float((ent * mask).sum())
+                sums["clip"] += float(st["clipped"].sum())
+                sums["tok"] += float(mask.sum())
+                sums["prompt"] += float(batch["prompt_tokens"].sum())
+            grad_norm = self.acc.clip_grad_norm_(self.model.parameters(), rl.max_grad_norm)
+            grad_norms.append(float(grad_norm) if grad_norm is not None else math.nan)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+        tot = self._sum(
+            [sums["loss"], sums["pg_loss"], sums["kl"], sums["ent"], sums["clip"], sums["tok"], sums["prompt"]]
+        )
+        n = self._sum([len(samples), sum(abs(s.advantage) for s in samples)])
+        return {
+            "loss": tot[0] / self.world,
+            "pg_loss": tot[1] / self.world,
+            "kl": tot[2] / tot[5] if tot[5] else 0.0,
+            "entropy": tot[3] / tot[5] if tot[5] else math.nan,
+            "clip_frac": tot[4] / tot[5] if tot[5] else 0.0,
+            "grad_norm": sum(grad_norms) / len(grad_norms),
+            "lr": float(scheduler.get_last_lr()[0]),
+            "prompt_tokens": tot[6] / n[0] if n[0] else math.nan,
+            "completion_tokens": tot[5] / n[0] if n[0] else math.nan,
+            "adv_abs": n[1] / n[0] if n[0] else math.nan,
+        }
+
+
+def _length_mask(micro: Sequence[Sample]) -> torch.Tensor:
+    """``(B, C)`` completion mask from the completion lengths (no encoding needed)."""
+    c = max((len(s.completion_ids) for s in micro), default=0)
+    m = torch.zeros(len(micro), max(c, 1))
+    for i, s in enumerate(micro):
+        m[i, : len(s.completion_ids)] = 1
+    return m
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks, limit: int) -> Path:
+    final = output_dir / f"checkpoint-{state.step}"
+    tmp = output_dir / f"checkpoint-{state.step}.tmp"
+    if acc.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    acc.wait_for_everyone()
+    acc.save_state(str(tmp))
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        _write_json(tmp / ENGINE_FILE, {"engine": state.state_dict(), "tasks": hooks.tasks.state_dict()})
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        done = sorted(
+            (int(p.name.removeprefix("checkpoint-")), p)
+            for p in output_dir.glob("checkpoint-*")
+            if p.name.removeprefix("checkpoint-").isdigit()
+        )
+        for _, p in done[:-limit]:
+            shutil.rmtree(p, ignore_errors=True)
+    acc.wait_for_everyone()
+    return final
+
+
+def train_rl(
+    cfg: Config,
+    hooks: RLHooks,
+    *,
+    base_model: Path,
+    output_dir: Path,
+    make_policy: Callable[[Any, Any], Any],
+    stage: str = "rl",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train ``cfg.rl.max_steps`` RL steps (resuming from the last checkpoint) and return the result.
+
+    ``make_policy(model, processor)`` wraps the model being trained into a
+    :class:`guirl.rollout.Policy` for the rollouts (e.g. ``HFPolicy`` with the generation budget
+    ``cfg.rl.max_new_tokens``). Runs as one process or under ``accelerate launch`` (one rank per
+    process). Returns the ``result.json`` content (module doc).
+    """
+    from accelerate import Accelerator
+    from tqdm.auto import tqdm
+
+    from guirl.models import apply_lora, load_processor
+
+    rl = cfg.rl
+    output_dir = Path(output_dir)
+    done = output_dir / RESULT_FILE
+    if done.exists():
+        return json.loads(done.read_text())
+    output_dir.mkdir(parents=True, exist_ok=True)
+    acc = Accelerator(cpu=cfg.runtime.device == "cpu")
+    torch.manual_seed(cfg.seed)
+    m = cfg.model
+    base_model = Path(base_model)
+    proc_dir = _adapter_parent(base_model) if _is_adapter_dir(base_model) else base_model
+    processor = load_processor(proc_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    if rl.prompts_per_step < acc.num_processes:
+        raise ValueError(
+            f"rl.prompts_per_step ({rl.prompts_per_step}) is below the number of processes ({acc.num_processes}): "
+            "every rank needs at least one task per draw"
+        )
+    model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
+    acc.wait_for_everyone()
+    ref_model = None
+    if cfg.lora.enabled:
+        model = apply_lora(model, r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
+    elif rl.beta > 0:
+        from guirl.models import load_model
+
+        ref_model = load_model(
+            start,
+            dtype=m.torch_dtype,
+            attn_implementation=m.attn_implementation,
+            **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
+        ).to(acc.device)
+        ref_model.requires_grad_(False).eval()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
+    warm = rl.warmup_steps * rl.mini_batches
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / warm) if warm else 1.0)
+    # the scheduler is stepped once per update by the engine, not prepared: accelerate's wrapper
+    # would step it once per process
+    model, optimizer = acc.prepare(model, optimizer)
+    engine = _Engine(cfg, hooks, processor, model, ref_model, acc)
+    acc.register_for_checkpointing(scheduler, engine.state)
+    log_path = output_dir / LOG_FILE
+    resume = last_checkpoint(output_dir)
+    if resume is not None:
+        acc.load_state(str(resume))
+        saved = json.loads((resume / ENGINE_FILE).read_text())
+        engine.state.load_state_dict(saved["engine"])
+        hooks.tasks.load_state_dict(saved["tasks"])
+        if acc.is_main_process:
+            _truncate_log(log_path, engine.state.step)
+    acc.wait_for_everyone()
+    policy = make_policy(acc.unwrap_model(model), processor)
+    t_train = time.perf_counter()
+    first = engine.state.step
+    bar = tqdm(total=rl.max_steps, initial=first, desc="rl", disable=not (progress and acc.is_main_process))
+    while engine.state.step < rl.max_steps:
+        step = engine.state.step + 1
+        t0 = time.perf_counter()
+        kept, generated, info = engine.collect(policy, step)
+        if kept:
+            adv = hooks.advantage(kept)
+            if adv.shape != (len(kept),):
+                raise ValueError(f"advantage hook returned shape {tuple(adv.shape)} for {len(kept)} samples")
+            for s, a in zip(kept, adv.tolist(), strict=True):
+                s.advantage = float(a)
+        n_kept = int(engine._sum([len(kept)])[0])
+        t1 = time.perf_counter()
+        row: dict[str, Any] = {"step": step, **info}
+        row["n_kept"] = n_kept
+        row["groups_kept"] = int(engine._sum([len({s.group for s in kept})])[0])
+        row["skipped"] = n_kept == 0
+        finite = [s.reward for s in kept if math.isfinite(s.reward)]
+        tot = engine._sum([sum(finite), len(finite)])
+        row["reward_kept"] = tot[0] / tot[1] if tot[1] else math.nan
+        if n_kept:
+            row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
+        row["update_seconds"] = time.perf_counter() - t1
+        row["step_seconds"] = time.perf_counter() - t0
+        engine.state.step = step
+        engine.state.samples_generated += int(info["n_generated"])
+        engine.state.samples_trained += n_kept
+        row["epoch"] = getattr(hooks.tasks, "epoch", math.nan)
+        if acc.is_main_process:
+            with log_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        if step % rl.save_steps == 0 or step == rl.max_steps:
+            _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit)
+        bar.update(1)
+        bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
+    bar.close()
+    seconds = time.perf_counter() - t_train
+    final = output_dir / FINAL_DIR
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        acc.unwrap_model(model).save_pretrained(str(final))
+        processor.save_pretrained(str(final))
+    result = {
+        "stage": stage,
+        "method": rl.method,
+        "base_model": str(start),
+        "final": str(final),
+        "adapter": bool(cfg.lora.enabled),
+        "resumed_from": str(resume) if resume is not None else None,
+        "global_step": engine.state.step,
+        "first_step": first,
+        "train_seconds": round(seconds, 2),
+        "samples_generated": engine.state.samples_generated,
+        "samples_trained": engine.state.samples_trained,
+        "log": str(log_path),
+    }
+    if acc.is_main_process:
+        _write_json(done, result)
+    acc.wait_for_everyone()
+    return result
+
+
+def _adapter_parent(adapter_dir: Path) -> Path:
+    return Path(json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"])
