@@ -402,8 +402,13 @@ def test_every_registered_name_is_selectable(key: str, name: str) -> None:
 def test_schema_marks_the_registry_keys() -> None:
     from guirl.config import registered_fields
 
-    kernel = {k: v for k, v in registered_fields().items() if k.split(".")[0] in ("data", "sft", "eval")}
-    assert kernel == {"data.source": "data_source", "sft.output_format": "format", "eval.protocol": "protocol"}
+    kernel = {k: v for k, v in registered_fields().items() if k.split(".")[0] in ("data", "sft", "eval", "rl")}
+    assert kernel == {
+        "data.source": "data_source",
+        "sft.output_format": "format",
+        "eval.protocol": "protocol",
+        "rl.reward": "reward",
+    }
 
 
 @pytest.mark.parametrize(
@@ -453,7 +458,7 @@ def test_every_method_has_a_section_exactly_when_it_declares_one() -> None:
 
     for method in guirl.methods.all_methods():
         assert (method.name in Config.model_fields) == (method.config_section is not None), method.name
-    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime"}
+    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime", "rl"}
     assert set(Config.model_fields) - kernel <= set(guirl.methods.names())
 
 

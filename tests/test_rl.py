@@ -1,4 +1,5 @@
-"""Tests for guirl.rl: group advantages (vectorised == loop), DAPO filter, losses, UI-S1 semi-online."""
+"""Tests for guirl.rl: group advantages (vectorised == loop), DAPO filter, losses (data-parallel
+invariant aggregation), UI-S1 semi-online, engine samples and hooks, completion log-probs."""
 
 from __future__ import annotations
 
@@ -17,7 +18,15 @@ from guirl.rl.advantages import (
     group_advantages,
     group_advantages_loop,
 )
-from guirl.rl.losses import LOSS_AGG_MODES, agg_loss, clipped_surrogate, kl_k3, policy_loss
+from guirl.rl.losses import LOSS_AGG_MODES, agg_loss, agg_norm, clipped_surrogate, kl_k3, policy_loss
+from guirl.rl.samples import (
+    Sample,
+    TaskStream,
+    dapo_keep_hook,
+    group_advantage_hook,
+    renumber_groups,
+    take_groups,
+)
 from guirl.rl.semi_online import (
     discounted_step_returns,
     discounted_step_returns_batch,
@@ -219,6 +228,147 @@ class TestLosses:
             policy_loss(self.logp, self.old, T([1.0, 1.0, 1.0]), self.mask, beta=0.1)
 
 
+@st.composite
+def split_batches(draw):
+    """A (B, T) loss matrix with a padded mask, split into ranks x micro-batches of rows."""
+    b = draw(st.integers(2, 9))
+    t = draw(st.integers(1, 6))
+    seed = draw(st.integers(0, 10_000))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, t, generator=g, dtype=torch.float64)
+    lengths = draw(st.lists(st.integers(0, t), min_size=b, max_size=b))
+    mask = torch.tensor([[1.0] * n + [0.0] * (t - n) for n in lengths], dtype=torch.float64)
+    dp = draw(st.integers(1, 3))
+    # each row goes to a rank, then each rank's rows are cut into micro-batches
+    owner = draw(st.lists(st.integers(0, dp - 1), min_size=b, max_size=b))
+    micro = draw(st.integers(1, 4))
+    parts = []
+    for r in range(dp):
+        rows = [i for i in range(b) if owner[i] == r]
+        parts.append([rows[j : j + micro] for j in range(0, len(rows), micro)])
+    return x, mask, parts
+
+
+class TestDataParallelAggregation:
+    """verl agg_loss with a global normaliser / TRL dapo with num_items_in_batch: the split of one
+    optimizer step's batch over ranks and micro-batches must not change the loss."""
+
+    @pytest.mark.parametrize("mode", sorted(LOSS_AGG_MODES))
+    @settings(max_examples=60, deadline=None)
+    @given(data=split_batches())
+    def test_split_equals_whole(self, mode, data):
+        x, mask, parts = data
+        whole = agg_loss(x, mask, mode, norm_len=6)
+        dp = len(parts)
+        norm = sum(float(agg_norm(mask[rows], mode, norm_len=6)) for rank in parts for rows in rank)
+        # per rank: sum over its micro-batches (gradient accumulation); over ranks: the mean (DDP)
+        per_rank = [
+            sum(float(agg_loss(x[rows], mask[rows], mode, norm_len=6, global_norm=norm, dp_size=dp)) for rows in rank)
+            for rank in parts
+        ]
+        assert sum(per_rank) / dp == pytest.approx(float(whole), rel=1e-9, abs=1e-12)
+
+    def test_two_ranks_by_hand(self):
+        # rank 0 holds 3 valid tokens summing to 3, rank 1 one token of 5: token-mean is 8 / 4 = 2
+        x = T([[1.0, 1.0, 1.0], [5.0, 0.0, 0.0]])
+        mask = T([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+        r0 = agg_loss(x[:1], mask[:1], "token-mean", global_norm=4.0, dp_size=2)
+        r1 = agg_loss(x[1:], mask[1:], "token-mean", global_norm=4.0, dp_size=2)
+        assert (float(r0), float(r1)) == pytest.approx((1.5, 2.5))  # 3/4*2, 5/4*2
+        assert float(r0 + r1) / 2 == pytest.approx(2.0)
+        # each rank on its own count instead: (1 + 5) / 2 = 3, the split-dependent answer
+        local = (agg_loss(x[:1], mask[:1], "token-mean") + agg_loss(x[1:], mask[1:], "token-mean")) / 2
+        assert float(local) == pytest.approx(3.0)
+
+    @pytest.mark.parametrize(
+        "mode, expected",
+        [
+            ("token-mean", 4.0),  # valid tokens 3 + 1 + 0
+            ("seq-mean-token-mean", 2.0),  # non-empty sequences
+            ("seq-mean-token-sum", 3.0),  # all sequences
+            ("seq-mean-token-sum-norm", 15.0),  # sequences x norm_len 5
+        ],
+    )
+    def test_agg_norm(self, mode, expected):
+        mask = T([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+        assert float(agg_norm(mask, mode, norm_len=5)) == expected
+
+    def test_policy_loss_passes_the_global_normaliser(self):
+        torch.manual_seed(1)
+        f64 = torch.float64
+        logp = -torch.rand(4, 3, dtype=f64)
+        old = logp + 0.2 * torch.randn(4, 3, dtype=f64)
+        ref = logp - 0.1
+        mask = T([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=f64)
+        adv = T([1.0, -1.0, 0.5, 0.2], dtype=f64)
+        kw = dict(beta=0.1, eps_low=0.2, eps_high=0.28)
+        whole, _ = policy_loss(logp, old, adv, mask, ref_logp=ref, **kw)
+        n = float(agg_norm(mask))
+        halves = [
+            policy_loss(logp[s], old[s], adv[s], mask[s], ref_logp=ref[s], global_norm=n, dp_size=2, **kw)[0]
+            for s in (slice(0, 2), slice(2, 4))
+        ]
+        assert float(sum(halves)) / 2 == pytest.approx(float(whole), rel=1e-12)
+
+    def test_errors(self):
+        with pytest.raises(ValueError, match="global_norm"):
+            agg_loss(torch.zeros(1, 1), torch.ones(1, 1), dp_size=2)
+        with pytest.raises(ValueError, match="dp_size"):
+            agg_loss(torch.zeros(1, 1), torch.ones(1, 1), global_norm=1.0, dp_size=0)
+        with pytest.raises(KeyError, match="unknown loss aggregation"):
+            agg_norm(torch.ones(1, 1), "sum")
+
+
+def _sample(group: int, reward: float, n_tokens: int = 2) -> Sample:
+    return Sample(prompt=([], []), completion_ids=tuple(range(n_tokens)), text="", group=group, reward=reward)
+
+
+class TestSamplesAndHooks:
+    def test_task_stream_is_resumable_and_epoch_shuffled(self):
+        a = TaskStream(list(range(5)), seed=3)
+        first = a.next(7)  # crosses into the second epoch
+        assert sorted(first[:5]) == [0, 1, 2, 3, 4] and a.epoch == pytest.approx(7 / 5)
+        state = a.state_dict()
+        rest = a.next(6)
+        b = TaskStream(list(range(5)), seed=3)
+        b.load_state_dict(state)
+        assert b.next(6) == rest  # resumed stream continues identically
+        assert TaskStream(list(range(5)), seed=3).next(13) == first + rest
+        assert TaskStream(list(range(5)), seed=4).next(5) != first[:5]  # another seed, another order
+        assert TaskStream(list(range(5)), shuffle=False).next(6) == [0, 1, 2, 3, 4, 0]
+
+    def test_task_stream_errors(self):
+        with pytest.raises(ValueError, match="empty"):
+            TaskStream([])
+        s = TaskStream([1, 2])
+        with pytest.raises(ValueError, match="training data changed"):
+            s.load_state_dict({"cursor": 1, "n_items": 3, "seed": 0})
+
+    def test_renumber_and_take_groups(self):
+        samples = [_sample(g, 0.0) for g in (5, 5, 2, 2, 9)]
+        assert renumber_groups(samples, 10) == 13
+        assert [s.group for s in samples] == [10, 10, 11, 11, 12]
+        # first two groups in draw order, whole
+        assert [s.group for s in take_groups(samples, 2)] == [10, 10, 11, 11]
+        assert take_groups(samples, 0) == []
+        assert len(take_groups(samples, 9)) == 5
+
+    def test_group_advantage_hook(self):
+        samples = [_sample(0, 1.0), _sample(0, 0.0), _sample(1, 0.5), _sample(1, 0.5)]
+        adv = group_advantage_hook("grpo")(samples)
+        assert adv.tolist() == pytest.approx([0.7071, -0.7071, 0.0, 0.0], abs=1e-4)
+        assert group_advantage_hook("dr_grpo")(samples).tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+        assert group_advantage_hook()([]).numel() == 0
+        with pytest.raises(KeyError, match="unknown advantage estimator"):
+            group_advantage_hook("ppo")
+
+    def test_dapo_keep_hook(self):
+        samples = [_sample(0, 1.0), _sample(0, 0.0), _sample(1, 1.0), _sample(1, 1.0), _sample(2, 1.0), _sample(2, 0.9)]
+        assert dapo_keep_hook(0.0)(samples) == [True, True, False, False, True, True]
+        # std of {1, 0.9} is 0.07: dropped at threshold 0.2 (CCPO Table 8, AndroidControl)
+        assert dapo_keep_hook(0.2)(samples) == [True, True, False, False, False, False]
+
+
 class TestSemiOnline:
     @pytest.mark.parametrize(
         "matches, threshold, kinds",
@@ -284,3 +434,87 @@ class TestSemiOnline:
         assert adv.tolist() == pytest.approx([1.0, 0.5, -1.0, -0.5])
         only_ep = uis1_advantages(ep, step, grp, sid, omega=0.0)
         assert only_ep.tolist() == pytest.approx([0.5, 0.5, -0.5, -0.5])
+
+
+class TestCompletionLogprobs:
+    """The engine's log-probs come from the model forward with images; they must equal what
+    ``generate`` computed for the same tokens (same 3-D mrope positions)."""
+
+    @pytest.fixture(scope="class")
+    def tiny(self):
+        from guirl.models import build_tiny_model, load_model, load_processor
+
+        path = build_tiny_model()
+        return load_model(path), load_processor(path, min_pixels=3136, max_pixels=3136 * 16)
+
+    @staticmethod
+    def _prompts():
+        from PIL import Image
+
+        from guirl.prompts import PromptSpec, build_prompt
+
+        red, green = Image.new("RGB", (112, 224), (200, 30, 30)), Image.new("RGB", (224, 112), (20, 130, 30))
+        spec = PromptSpec(output_format="ccpo", n_history=2)
+        return [
+            build_prompt("open notes", [], red, spec),  # 1 image
+            build_prompt("type milk", [("click", green), ("click", red)], green, spec),  # 3 images
+        ]
+
+    def test_equal_to_generation_scores_and_mrope_matters(self, tiny):
+        from guirl.rl.logprobs import FORWARD_KEYS, completion_logprobs, encode_samples, open_image, prompt_texts
+
+        model, proc = tiny
+        prompts = self._prompts()
+        enc = proc(
+            text=prompt_texts(proc, prompts),
+            images=[[open_image(x) for x in ims] for _, ims in prompts],
+            return_tensors="pt",
+            padding=True,
+            padding_side="left",
+        )
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = model.generate(
+                **enc, max_new_tokens=6, do_sample=True, output_logits=True, return_dict_in_generate=True
+            )
+        new = out.sequences[:, enc["input_ids"].shape[1] :]
+        reference = torch.log_softmax(torch.stack(out.logits, 1).float(), -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        batch = encode_samples(proc, prompts, [row.tolist() for row in new])
+        assert batch["image_grid_thw"].shape[0] == 4 and batch["mm_token_type_ids"].shape == batch["input_ids"].shape
+        with torch.no_grad():
+            ours, ent = completion_logprobs(model, batch, with_entropy=True)
+            no_mrope, _ = completion_logprobs(model, batch, forward_keys=[k for k in FORWARD_KEYS if k != "mm_token_type_ids"])
+        assert torch.allclose(ours, reference, atol=1e-5)  # float32 rounding only
+        assert (no_mrope - reference).abs().max() > 1e-3  # the stack-facts pitfall: positions silently change
+        assert ent.shape == ours.shape and (ent > 0).all()
+
+    def test_temperature_scales_the_distribution(self, tiny):
+        from guirl.rl.logprobs import completion_logprobs, encode_samples
+
+        model, proc = tiny
+        batch = encode_samples(proc, self._prompts()[:1], [(5, 6, 7)])
+        with torch.no_grad():
+            lp1, ent1 = completion_logprobs(model, batch, with_entropy=True)
+            lp2, ent2 = completion_logprobs(model, batch, temperature=2.0, with_entropy=True)
+        assert not torch.allclose(lp1, lp2)
+        # log softmax(logits / 2): a flatter distribution, higher entropy at every position
+        assert (ent2 > ent1).all()
+        with pytest.raises(ValueError, match="temperature"):
+            completion_logprobs(model, batch, temperature=0.0)
+
+    @pytest.mark.parametrize(
+        "prompts_images, completions, match",
+        [
+            (1, [(1, 2), (3,)], "1 prompts but 2 completions"),  # lengths differ
+            (1, [()], "empty completion"),  # nothing generated
+            (0, [(1,)], "image placeholders"),  # an image list that does not fit the placeholders
+        ],
+    )
+    def test_encode_errors(self, tiny, prompts_images, completions, match):
+        from guirl.rl.logprobs import encode_samples
+
+        _, proc = tiny
+        messages, images = self._prompts()[0]
+        prompt = (messages, images[:prompts_images])
+        with pytest.raises(ValueError, match=match):
+            encode_samples(proc, [prompt], completions)

@@ -336,6 +336,7 @@ class SFTConfig(_Section):
 
 
 SFTConfig = resolve_section(SFTConfig)
+RLConfig = resolve_section(RLConfig)  # the rl: section of the RL engine (guirl.rl.config)
 
 
 class EvalConfig(_Section):

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from guirl.configbase import Section
+from guirl.configbase import Registered, Section
 
 __all__ = ["RLConfig", "RL_METHODS", "LOSS_AGGS"]
 
@@ -40,7 +40,7 @@ class RLConfig(Section):
     """
 
     method: Literal[RL_METHODS] = "grpo"  # type: ignore[valid-type]
-    reward: str = Field(default="ccpo", min_length=1)
+    reward: Annotated[str, Registered("reward")] = "ccpo"
     histories: list[Annotated[str, StringConstraints(pattern=r"^[0-5](A|AO)$")]] = Field(
         default_factory=lambda: ["1AO", "3AO"], min_length=1
     )  # CCPO A.1.3: 1-3AO histories

@@ -25,14 +25,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guirl.config import ConfigError, load_config
+from guirl.config import load_config
 
 if TYPE_CHECKING:
     from guirl.config import Config
     from guirl.train.rl import RLHooks
 
 
-def grpo_hooks(cfg: Config, data_dir: Path, *, config_file: str | Path = "config") -> RLHooks:
+def grpo_hooks(cfg: Config, data_dir: Path) -> RLHooks:
     """The hooks of the generic single-turn GRPO method (module doc)."""
     import guirl.methods as methods
     from guirl.data.splits import load_splits
@@ -41,10 +41,7 @@ def grpo_hooks(cfg: Config, data_dir: Path, *, config_file: str | Path = "config
     from guirl.train.sft import prompt_spec
 
     rl, m = cfg.rl, cfg.model
-    try:
-        spec = methods.get_reward(rl.reward)
-    except KeyError as e:
-        raise ConfigError(config_file, "rl.reward", str(e.args[0]), "set rl.reward to one of the known rewards") from None
+    spec = methods.get_reward(rl.reward)  # a registered name: the config schema checked it
     splits = load_splits(data_dir)
     if "train" not in splits:
         raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
@@ -76,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-dir", required=True, type=Path)
     a = p.parse_args(argv)
     cfg = load_config(a.config)
-    hooks = HOOK_BUILDERS[cfg.rl.method](cfg, a.data_dir, config_file=a.config)
+    hooks = HOOK_BUILDERS[cfg.rl.method](cfg, a.data_dir)
     rl = cfg.rl
 
     def make_policy(model, processor):
