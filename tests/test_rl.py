@@ -483,7 +483,9 @@ class TestCompletionLogprobs:
         assert batch["image_grid_thw"].shape[0] == 4 and batch["mm_token_type_ids"].shape == batch["input_ids"].shape
         with torch.no_grad():
             ours, ent = completion_logprobs(model, batch, with_entropy=True)
-            no_mrope, _ = completion_logprobs(model, batch, forward_keys=[k for k in FORWARD_KEYS if k != "mm_token_type_ids"])
+            no_mrope, _ = completion_logprobs(
+                model, batch, forward_keys=[k for k in FORWARD_KEYS if k != "mm_token_type_ids"]
+            )
         assert torch.allclose(ours, reference, atol=1e-5)  # float32 rounding only
         assert (no_mrope - reference).abs().max() > 1e-3  # the stack-facts pitfall: positions silently change
         assert ent.shape == ours.shape and (ent > 0).all()

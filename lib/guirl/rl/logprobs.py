@@ -22,28 +22,16 @@ memory-lean ``selective_log_softmax_and_entropy``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["Prompt", "open_image", "prompt_texts", "encode_samples", "completion_logprobs", "FORWARD_KEYS"]
+from guirl.rollout.policy import Prompt, open_image
 
-#: ``(messages, images)``: chat messages with image placeholders and the images in their order.
-Prompt = tuple[list[dict[str, Any]], list[Any]]
+__all__ = ["prompt_texts", "encode_samples", "completion_logprobs", "FORWARD_KEYS"]
 
 #: Keys of an :func:`encode_samples` batch that go into the model forward.
 FORWARD_KEYS = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
-
-
-def open_image(image: Any):
-    """A PIL RGB image from a path, or the object itself (already an image)."""
-    if isinstance(image, (str, Path)):
-        from PIL import Image
-
-        with Image.open(image) as im:
-            return im.convert("RGB")
-    return image
 
 
 def prompt_texts(processor, prompts: Sequence[Prompt]) -> list[str]:

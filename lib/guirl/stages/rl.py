@@ -47,7 +47,9 @@ def grpo_hooks(cfg: Config, data_dir: Path) -> RLHooks:
         raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
     train = splits["train"]
     specs = [prompt_spec(cfg, tag) for tag in rl.histories]
-    tasks = step_tasks(train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    tasks = step_tasks(
+        train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
+    )
     return RLHooks(
         tasks=TaskStream(tasks, seed=cfg.seed),
         rollout=single_turn_rollout(lambda t: t.prompt, lambda t: t.row),

@@ -55,6 +55,7 @@ import torch
 from guirl.rewards.base import RewardResult
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
+from guirl.rollout.policy import derive_seed
 
 if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
     from guirl.config import Config
@@ -74,7 +75,6 @@ __all__ = [
     "LOG_FIELDS",
     "read_log",
     "last_checkpoint",
-    "seed_for",
 ]
 
 #: The entry module of RL stages: ``run_stage(cfg, stage, ..., entry=RL_ENTRY)``.
@@ -180,27 +180,28 @@ def step_tasks(
     min_pixels: int,
     max_pixels: int,
 ) -> list[StepTask]:
-    """One :class:`StepTask` per (episode step, prompt spec), in episode order; the prompt is
-    :func:`guirl.prompts.episode_step_prompt` (ground-truth history, as SFT records)."""
-    from guirl.prompts import episode_step_prompt
+    """One :class:`StepTask` per (episode step, prompt spec), in episode order and spec order per
+    step; the prompt is :func:`guirl.rollout.step_prompts`'s (ground-truth history, as SFT)."""
+    from guirl.rollout import step_prompts
 
+    per_spec = [
+        step_prompts(episodes, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=image_root)
+        for spec in specs
+    ]
     out = []
-    for ep in episodes:
-        for t, step in enumerate(ep.steps):
-            for spec in specs:
-                messages, images, _ = episode_step_prompt(
-                    ep, t, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=str(image_root)
-                )
-                row = {
-                    "gt_action": json.dumps(step.action.to_dict()),
-                    "gt_box": list(step.target_box) if step.target_box else None,
-                    "candidate_boxes": [list(b) for b in step.candidate_boxes],
-                    "screen_size": list(step.screen_size),
-                    "episode_id": ep.episode_id,
-                    "step_id": step.step_id,
-                    "history": spec.tag,
-                }
-                out.append(StepTask(prompt=(messages, images), row=row))
+    for items in zip(*per_spec, strict=True):
+        for spec, sp in zip(specs, items, strict=True):
+            step = sp.episode.steps[sp.t]
+            row = {
+                "gt_action": json.dumps(step.action.to_dict()),
+                "gt_box": list(step.target_box) if step.target_box else None,
+                "candidate_boxes": [list(b) for b in step.candidate_boxes],
+                "screen_size": list(step.screen_size),
+                "episode_id": sp.episode.episode_id,
+                "step_id": step.step_id,
+                "history": spec.tag,
+            }
+            out.append(StepTask(prompt=sp.prompt, row=row))
     return out
 
 
@@ -237,14 +238,6 @@ def format_reward_hook(
 
     reward.__name__ = f"{getattr(fn, '__name__', 'reward')}_{output_format}"
     return reward
-
-
-def seed_for(seed: int, *keys: int) -> int:
-    """A seed in ``[0, 2**31)`` for one (step, draw, rank) of a run: independent streams per key
-    (``numpy.random.SeedSequence``)."""
-    import numpy as np
-
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, dtype=np.uint32)[0] >> 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,7 +383,7 @@ class _Engine:
                 group_size=rl.group_size,
                 temperature=rl.temperature,
                 top_p=rl.top_p,
-                seed=seed_for(self.cfg.seed, step, draw, self.rank),
+                seed=derive_seed(self.cfg.seed, step, draw, self.rank),
                 step=step,
                 draw=draw,
             )
@@ -428,9 +421,7 @@ class _Engine:
             tot = self._sum([sum(v for v in vals if math.isfinite(v)), sum(1 for v in vals if math.isfinite(v))])
             comp[f"reward/{k}"] = tot[0] / tot[1] if tot[1] else math.nan
         mean = sum(finite) / len(finite) if finite else math.nan
-        std = (
-            math.sqrt(sum((r - mean) ** 2 for r in finite) / (len(finite) - 1)) if len(finite) > 1 else 0.0
-        )
+        std = math.sqrt(sum((r - mean) ** 2 for r in finite) / (len(finite) - 1)) if len(finite) > 1 else 0.0
         info = {
             "reward": mean,
             "reward_std": std,
@@ -445,7 +436,7 @@ class _Engine:
     def _micro_batches(self, samples: list[Sample], step: int) -> list[list[list[Sample]]]:
         """Shuffle (seeded by step and rank) and split into mini-batches of micro-batches."""
         order = list(range(len(samples)))
-        random.Random(seed_for(self.cfg.seed, step, 10_007, self.rank)).shuffle(order)
+        random.Random(derive_seed(self.cfg.seed, step, 10_007, self.rank)).shuffle(order)
         shuffled = [samples[i] for i in order]
         n_mini = self.rl.mini_batches
         minis = [shuffled[i::n_mini] for i in range(n_mini)]
@@ -475,9 +466,7 @@ class _Engine:
     def _norm_len(self) -> int | None:
         return self.rl.max_new_tokens if self.rl.loss_agg == "seq-mean-token-sum-norm" else None
 
-    def update(
-        self, samples: list[Sample], spare: Sample, step: int, optimizer, scheduler
-    ) -> dict[str, Any]:
+    def update(self, samples: list[Sample], spare: Sample, step: int, optimizer, scheduler) -> dict[str, Any]:
         """Mini-batch updates on the kept samples (module doc); returns the step's loss statistics.
         ``spare`` (any sample of this rank) feeds the weight-0 passes of a rank with fewer
         micro-batches than another."""
