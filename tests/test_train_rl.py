@@ -4,7 +4,6 @@ DAPO accumulation, LoRA and full-parameter paths, the accelerate entry, resume a
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from guirl.config import load_config
+from guirl.methods import get_reward
 from guirl.rewards.base import RewardResult
 from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
 from guirl.rollout import FunctionPolicy, HFPolicy
@@ -350,22 +350,58 @@ STAGE = [
 ]
 
 
+# A paper profile with only what a CPU cannot do swapped out (checkpoint, precision, one CPU
+# process instead of 8 GPUs with ZeRO-2) and the sizes cut; LoRA, reward (CCPO's), histories
+# (1AO + 3AO), DAPO filter, KL and mini-batches stay the profile's (CCPO Table 8).
+PAPER_CPU_DRY_RUN = [
+    "model.torch_dtype=float32",
+    "runtime.device=cpu",
+    "runtime.accelerate_config=configs/accelerate/cpu.yaml",
+    "runtime.deepspeed_config=null",
+    "runtime.num_processes=1",
+    "runtime.bf16=false",
+    "rl.prompts_per_step=2",
+    "rl.group_size=2",
+    "rl.max_new_tokens=8",
+    "rl.max_draws=2",
+    "rl.rollout_batch_size=4",
+]
+
+
 @pytest.mark.slow
-def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path):
+@pytest.mark.parametrize(
+    "profile, overrides, adapter",
+    [
+        # tiny profile: single-turn GRPO with AgentCPM-GUI's -1 / 0 / 1 reward, all parameters
+        ("tiny", STAGE, False),
+        # paper-3b on CPU with the tiny checkpoint: LoRA adapter, CCPO reward, DAPO filter on
+        ("paper-3b", PAPER_CPU_DRY_RUN, True),
+    ],
+)
+def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profile, overrides, adapter):
     from guirl.train.launch import run_stage
 
-    cfg = load_config("tiny", overrides=[*STAGE, "rl.max_steps=2", "rl.save_steps=2"])
+    cfg = load_config(profile, overrides=[f"model.path={tiny_model}", *overrides, "rl.max_steps=2", "rl.save_steps=2"])
     out = tmp_path / "grpo"
     result = run_stage(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False)
     assert result["global_step"] == 2 and result["stage"] == "grpo" and result["method"] == "grpo"
-    assert (out / "checkpoint-2" / "engine.json").is_file() and (out / FINAL_DIR / "config.json").is_file()
+    assert result["adapter"] is adapter
+    final = out / FINAL_DIR
+    assert (final / ("adapter_config.json" if adapter else "config.json")).is_file()
+    if adapter:
+        saved = json.loads((final / "adapter_config.json").read_text())
+        assert saved["r"] == cfg.lora.r and saved["lora_alpha"] == cfg.lora.alpha
+    assert (out / "checkpoint-2" / "engine.json").is_file()
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2]
+    reward = get_reward(cfg.rl.reward)
     for r in rows:
         assert set(LOG_FIELDS) <= set(r), set(LOG_FIELDS) - set(r)
-        assert {"reward/format", "reward/type", "reward/exact"} <= set(r)  # the reward's components
-        assert -1.0 <= r["reward"] <= 1.0 and r["n_generated"] == 4 and r["prompt_tokens"] > 180
-        assert r["completion_tokens"] <= 8 and r["step_seconds"] > 0
+        assert any(k.startswith("reward/") for k in r)  # the reward's components
+        assert reward.low <= r["reward"] <= reward.high and r["step_seconds"] > 0
+        assert r["n_generated"] == 4 * r["draws"] and r["n_kept"] <= 4
+        if not r["skipped"]:  # the DAPO filter may leave nothing to train on (no update)
+            assert r["prompt_tokens"] > 180 and 0 < r["completion_tokens"] <= 8
     assert load_config(out / "config.yaml").hash() == cfg.hash()  # trained with the notebook's config
 
 
@@ -404,10 +440,7 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
     keys = ["reward", "reward_std", "loss", "kl", "entropy", "prompt_tokens", "completion_tokens", "epoch"]
     for r, q in zip(rows, ref_rows, strict=True):
         for k in keys:
-            assert r[k] == pytest.approx(q[k], rel=1e-5, abs=1e-7) or (math.isnan(r[k]) and math.isnan(q[k])), (
-                r["step"],
-                k,
-            )
+            assert r[k] == (None if q[k] is None else pytest.approx(q[k], rel=1e-5, abs=1e-7)), (r["step"], k)
     from safetensors.torch import load_file
 
     a = load_file(str(Path(result["final"]) / "model.safetensors"))
@@ -419,7 +452,6 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
 
 def test_step_tasks_rows_feed_the_reward(minigui):
     from guirl.data.splits import load_splits
-    from guirl.methods import get_reward
     from guirl.prompts import PromptSpec
     from guirl.rl.samples import Sample
     from guirl.train.rl import format_reward_hook

@@ -85,7 +85,8 @@ LOG_FILE = "rl_log.jsonl"
 ENGINE_FILE = "engine.json"
 
 #: The per-step log (``rl_log.jsonl``): one row per step with these keys, plus
-#: ``reward/<component>`` (mean over generated samples) for every reward component.
+#: ``reward/<component>`` (mean over generated samples) for every reward component. A value that
+#: is not defined (no finite reward; the update statistics of a skipped step) is ``null``.
 LOG_FIELDS: dict[str, str] = {
     "step": "RL step, 1-based",
     "epoch": "tasks drawn so far / number of tasks",
@@ -559,6 +560,25 @@ class _Engine:
         }
 
 
+#: Log fields that only an update produces (null on a skipped step).
+_UPDATE_FIELDS = (
+    "loss",
+    "pg_loss",
+    "kl",
+    "entropy",
+    "clip_frac",
+    "grad_norm",
+    "prompt_tokens",
+    "completion_tokens",
+    "adv_abs",
+)
+
+
+def _jsonable(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with non-finite floats as ``None`` (strict JSON; pandas reads them as NaN)."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+
+
 def _length_mask(micro: Sequence[Sample]) -> torch.Tensor:
     """``(B, C)`` completion mask from the completion lengths (no encoding needed)."""
     c = max((len(s.completion_ids) for s in micro), default=0)
@@ -695,6 +715,8 @@ def train_rl(
         row["reward_kept"] = tot[0] / tot[1] if tot[1] else math.nan
         if n_kept:
             row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
+        else:  # nothing to train on: no update, its statistics are missing (null)
+            row.update(dict.fromkeys(_UPDATE_FIELDS), lr=float(scheduler.get_last_lr()[0]))
         row["update_seconds"] = time.perf_counter() - t1
         row["step_seconds"] = time.perf_counter() - t0
         engine.state.step = step
@@ -703,11 +725,11 @@ def train_rl(
         row["epoch"] = getattr(hooks.tasks, "epoch", math.nan)
         if acc.is_main_process:
             with log_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write(json.dumps(_jsonable(row)) + "\n")
         if step % rl.save_steps == 0 or step == rl.max_steps:
             _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit)
         bar.update(1)
-        bar.set_postfix(reward=f"{row['reward']:.3f}", kl=f"{row.get('kl', 0.0):.4f}")
+        bar.set_postfix({k: f"{row[k]:.4g}" for k in ("reward", "kl", "n_kept") if row.get(k) is not None})
     bar.close()
     seconds = time.perf_counter() - t_train
     final = output_dir / FINAL_DIR
