@@ -487,7 +487,7 @@ class TestCompletionLogprobs:
                 model, batch, forward_keys=[k for k in FORWARD_KEYS if k != "mm_token_type_ids"]
             )
         assert torch.allclose(ours, reference, atol=1e-5)  # float32 rounding only
-        assert (no_mrope - reference).abs().max() > 1e-3  # the stack-facts pitfall: positions silently change
+        assert (no_mrope - reference).abs().max() > 1e-3  # docs/stack.md pitfall: positions silently change
         assert ent.shape == ours.shape and (ent > 0).all()
 
     def test_temperature_scales_the_distribution(self, tiny):
