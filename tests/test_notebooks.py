@@ -258,10 +258,9 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
     in_range(out.table("step_metrics_ci", rows=models * histories * splits), lambda k: k in ("TM", "SR"), 0.0, 100.0)
     out.table("sft_gain", rows=splits * histories)
-    # 01 writes a table and a figure both named accuracy_by_action_type: the figure's sidecar (the
-    # same numbers, as columns) replaces the table's.
-    by_type = out.figure("accuracy_by_action_type")
-    assert len(by_type["gt_type"]) >= 2 and all(0.0 <= v <= 100.0 for v in by_type["exact"])
+    by_type = out.table("accuracy_by_action_type")
+    assert len(by_type) >= 2 and all(0.0 <= r["exact"] <= 100.0 for r in by_type)
+    assert out.figure("accuracy_by_action_type_chart")["gt_type"]
     online = out.table("online_task_sr", rows=1)
     in_range(online, lambda k: k.lower().endswith("_sr"), 0.0, 100.0)
     out.figure("training_curve")

@@ -172,3 +172,21 @@ def test_jsonable(value: object, expected: object) -> None:
 
 def test_nan_is_null_in_jsonable() -> None:
     assert jsonable([math.nan]) == [None]
+
+
+def test_a_name_holds_one_kind_of_output(tmp_path, monkeypatch):
+    # A table and a figure under one name would share one sidecar: the second is refused.
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("GUIRL_FIGURES", str(tmp_path))
+    from guirl.config import load_config
+    from guirl.report import Report
+
+    report = Report("nb", load_config("tiny"))
+    report.table("x", pd.DataFrame({"a": [1]}))
+    fig, _ = plt.subplots()
+    with pytest.raises(ValueError, match="already used by a table"):
+        report.figure("x", fig)
+    report.figure("x_chart", fig)
+    report.table("x", pd.DataFrame({"a": [2]}))  # rewriting the same kind is fine
+    plt.close(fig)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from guirl.config import load_config
-from guirl.train.launch import TrainingFailed, accelerate_command, run_stage
+from guirl.train.launch import FINGERPRINT_FILE, TrainingFailed, prepare_stage, run_stage
 from guirl.train.sft import RESULT_FILE, training_args
 
 pytestmark = pytest.mark.slow
@@ -80,8 +80,8 @@ def test_finished_stage_is_not_run_again(tiny_model, minigui, tmp_path):
 def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_path):
     cfg = load_config("tiny", overrides=["grounding.max_steps=6", "sft.save_steps=2"])
     out = tmp_path / "g"
-    out.mkdir()
-    cmd = accelerate_command(cfg, cfg.save(out / "config.yaml"), "grounding", minigui, tiny_model, out)
+    # start the stage the way run_stage does, then kill it midway
+    cmd = prepare_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
     try:
@@ -97,6 +97,23 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
     assert result["resumed_from"] is not None
     assert Path(result["resumed_from"]).name in {"checkpoint-2", "checkpoint-4"}
     assert result["global_step"] == 6
+
+
+def test_changed_config_never_reuses_a_finished_stage(tiny_model, minigui, tmp_path):
+    # A finished stage is reused only for the same training config; a changed learning rate
+    # (or any other non-eval key) retrains from scratch, while an eval-only change reuses it.
+    out = tmp_path / "g"
+    cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
+    first = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    eval_only = load_config("tiny", overrides=["grounding.max_steps=1", "eval.batch_size=3"])
+    assert (
+        run_stage(eval_only, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False) == first
+    )
+    changed = load_config("tiny", overrides=["grounding.max_steps=2"])
+    second = run_stage(changed, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    assert second["global_step"] == 2 and first["global_step"] == 1
+    saved = json.loads((out / FINGERPRINT_FILE).read_text())
+    assert saved["config"]["grounding"]["max_steps"] == 2
 
 
 def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):

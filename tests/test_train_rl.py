@@ -407,7 +407,7 @@ def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profil
 
 @pytest.mark.slow
 def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_model, minigui, tmp_path):
-    from guirl.train.launch import accelerate_command, run_stage
+    from guirl.train.launch import prepare_stage, run_stage
 
     cfg = load_config("tiny", overrides=[*STAGE, "rl.max_steps=4", "rl.save_steps=1", "rl.save_total_limit=5"])
     # reference: uninterrupted
@@ -416,8 +416,9 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
     )
     # killed after its step-2 checkpoint, then resumed by calling run_stage again
     out = tmp_path / "killed"
-    out.mkdir()
-    cmd = accelerate_command(cfg, cfg.save(out / "config.yaml"), "grpo", minigui, tiny_model, out, entry=RL_ENTRY)
+    cmd = prepare_stage(
+        cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
     try:

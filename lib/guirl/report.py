@@ -201,6 +201,7 @@ class Report:
         self.out_dir = figures_dir(cfg.profile) / notebook
         self.started = time.perf_counter()
         self.written: list[Path] = []
+        self._kinds: dict[str, str] = {}  # output name -> "table" | "figure" written under it
         self._config_saved = False
         self._git = git_state()
         self._versions = package_versions()
@@ -240,6 +241,16 @@ class Report:
             "timestamp_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
 
+    def _claim(self, name: str, kind: str) -> None:
+        """Reserve ``name`` for one kind of output: a table and a figure of the same name would
+        share (and overwrite) one ``<name>.json`` sidecar."""
+        previous = self._kinds.setdefault(name, kind)
+        if previous != kind:
+            raise ValueError(
+                f"{self.notebook}: output name {name!r} is already used by a {previous} of this report; "
+                f"give the {kind} its own name (e.g. {name}_{'chart' if kind == 'figure' else 'table'})"
+            )
+
     def _write_sidecar(self, name: str, record: dict[str, Any]) -> Path:
         text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False) + "\n"
         return self._write_text(self._path(name, ".json"), text)
@@ -252,6 +263,7 @@ class Report:
         and the sidecar with the full-precision records. Returns the paths by suffix."""
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"table {name!r}: expected a pandas DataFrame, got {type(df).__name__}")
+        self._claim(name, "table")
         frame = _prepare(df)
         paths: dict[str, Path] = {}
         csv = frame.to_csv(index=False, lineterminator="\n")
@@ -273,6 +285,7 @@ class Report:
         _select_backend()
         if not hasattr(fig, "savefig"):
             raise TypeError(f"figure {name!r}: expected a matplotlib Figure, got {type(fig).__name__}")
+        self._claim(name, "figure")
         paths: dict[str, Path] = {}
         paths["png"] = self._path(name, ".png")
         fig.savefig(paths["png"], dpi=dpi, bbox_inches="tight", metadata={"Software": None})

@@ -7,8 +7,10 @@ a notebook kernel never hosts DeepSpeed and a killed run can be resumed by calli
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import deque
@@ -23,6 +25,65 @@ if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes ar
 
 #: The entry module of supervised stages (grounding, sft).
 SFT_ENTRY = "guirl.stages.sft"
+
+
+#: File in a stage's output folder recording what the stage was trained from.
+FINGERPRINT_FILE = "stage_fingerprint.json"
+
+
+def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_model: Path) -> dict[str, Any]:
+    """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
+    (evaluation settings never change a trained model), the stage, the entry module and the
+    input folders. Two runs with equal fingerprints may share checkpoints and results."""
+    config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
+    return {
+        "stage": stage,
+        "entry": entry,
+        "data_dir": str(Path(data_dir).resolve()),
+        "base_model": str(Path(base_model).resolve()),
+        "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(),
+        "config": config,
+    }
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between two fingerprints (for the message)."""
+    a = _flat({k: v for k, v in old.items() if k != "config_sha256"})
+    b = _flat({k: v for k, v in new.items() if k != "config_sha256"})
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) -> None:
+    """Delete ``output_dir`` when it holds checkpoints or a result of a *different* stage
+    fingerprint (another config, stage or input), so that they are never reused or resumed."""
+    saved = output_dir / FINGERPRINT_FILE
+    if not output_dir.exists() or not any(output_dir.iterdir()):
+        return
+    old = json.loads(saved.read_text()) if saved.is_file() else None
+    if (
+        old is not None
+        and old.get("config_sha256") == fingerprint["config_sha256"]
+        and all(old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "base_model"))
+    ):
+        return
+    why = (
+        "no fingerprint (written by an older version)"
+        if old is None
+        else ", ".join(_changed_keys(old, fingerprint)[:8])
+    )
+    if echo:
+        print(f"[run_stage] {output_dir}: stale outputs ({why}); training from scratch", flush=True)
+    shutil.rmtree(output_dir)
 
 
 class TrainingFailed(RuntimeError):
@@ -65,6 +126,29 @@ def accelerate_command(
     ]
 
 
+def prepare_stage(
+    cfg: Config,
+    stage: str,
+    *,
+    data_dir: Path,
+    base_model: Path,
+    output_dir: Path,
+    entry: str = SFT_ENTRY,
+    echo: bool = True,
+) -> list[str]:
+    """Get ``output_dir`` ready for a stage and return its ``accelerate launch`` command: outputs
+    of another :func:`stage_fingerprint` are deleted, the fingerprint and the resolved config
+    (``config.yaml``, the file the subprocess reads) are written. Reusing a finished result or
+    resuming from a checkpoint is then safe; :func:`run_stage` does both."""
+    output_dir = Path(output_dir)
+    fingerprint = stage_fingerprint(cfg, stage, entry, Path(data_dir), Path(base_model))
+    _discard_stale(output_dir, fingerprint, echo)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, indent=1, sort_keys=True))
+    config_path = cfg.save(output_dir / "config.yaml")
+    return accelerate_command(cfg, config_path, stage, Path(data_dir), Path(base_model), output_dir, entry=entry)
+
+
 def run_stage(
     cfg: Config,
     stage: str,
@@ -83,16 +167,19 @@ def run_stage(
 
     The resolved config is saved to ``<output_dir>/config.yaml`` and passed to the subprocess,
     so the subprocess trains with exactly the notebook's configuration. A stage whose
-    ``result.json`` exists is not run again. Output is streamed (``echo``) and the last 60
-    lines are kept for the error message.
+    ``result.json`` exists is not run again, and an interrupted one resumes from its last
+    checkpoint, but only when the folder was written with the same :func:`stage_fingerprint`
+    (config without ``eval``, stage, entry, inputs); outputs of another fingerprint are deleted
+    first, so a changed config never reuses stale checkpoints. Output is streamed (``echo``) and
+    the last 60 lines are kept for the error message.
     """
     output_dir = Path(output_dir)
+    cmd = prepare_stage(
+        cfg, stage, data_dir=data_dir, base_model=base_model, output_dir=output_dir, entry=entry, echo=echo
+    )
     done = output_dir / RESULT_FILE
     if done.exists():
         return json.loads(done.read_text())
-    output_dir.mkdir(parents=True, exist_ok=True)
-    config_path = cfg.save(output_dir / "config.yaml")
-    cmd = accelerate_command(cfg, config_path, stage, Path(data_dir), Path(base_model), output_dir, entry=entry)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
