@@ -270,6 +270,8 @@ def test_registry():
         "coepg_grounder",
         "ces_executor",
         "androidlong",
+        "coat",
+        "seeclick",
     }
     with pytest.raises(KeyError, match="registered"):
         get_format("nope")

@@ -388,7 +388,7 @@ def _registry_cases() -> list[tuple[str, str]]:
 
 def test_registries_are_the_full_lists() -> None:
     names = _registries()
-    assert len(names["format"]) == 12  # every output format, not the 3 the schema once listed
+    assert len(names["format"]) == 14  # every output format, not the 3 the schema once listed
     assert {"coepg", "mind2web", "aitz", "agentcpm_androidcontrol"} <= set(names["protocol"])
     assert set(names["method"]) == {"agentcpm", "androidlong", "ccpo", "ces", "coepg", "semi_online"}
 

@@ -91,7 +91,9 @@ CASES = [
     # UI-S1 std: mobile_use vocabulary, pixels; time seconds -> ms
     ("uis1", 0, 0, Action(C, point=(0.5, 0.5)), (0.4, 0.45, 0.6, 0.55)),
     ("uis1", 0, 1, Action(LP, point=(0.1, 0.1), duration_ms=1500), None),
-    ("uis1", 0, 2, Action(S, point=(0.5, 0.75), point2=(0.5, 0.25), direction="up", convention="finger"), None),
+    # a finger up 150 -> 50 px: UI-S1's file stores the finger motion; the direction is AndroidControl's
+    # content "down"
+    ("uis1", 0, 2, Action(S, point=(0.5, 0.75), point2=(0.5, 0.25), direction="down", convention="content"), None),
     ("uis1", 0, 3, Action(T, text="hi"), None),
     ("uis1", 0, 4, Action(P, key="back"), None),
     ("uis1", 0, 5, Action(P, key="home"), None),
@@ -100,14 +102,44 @@ CASES = [
     ("uis1", 0, 8, Action(ActionType.WAIT, duration_ms=2000), None),
     ("uis1", 0, 9, Action(ActionType.TERMINATE, status="success"), None),
     ("uis1", 1, 0, Action(ActionType.TERMINATE, status="fail"), None),  # status "failure"
+    # CCPO AndroidControl: the candidate box reaches 4 px past the 100-px screen (clipped); the swipe
+    # 50 -> 150 px is drawn in the content direction: content "down" (check_options.direction), the
+    # stored points kept
+    ("ccpo_androidcontrol", 0, 0, Action(C, point=(0.5, 0.5)), (0.4, 0.45, 1.0, 0.55)),
+    (
+        "ccpo_androidcontrol",
+        0,
+        1,
+        Action(S, point=(0.5, 0.25), point2=(0.5, 0.75), direction="down", convention="content"),
+        None,
+    ),
+    ("ccpo_androidcontrol", 0, 2, Action(ActionType.WAIT, duration_ms=2000), None),
+    # CCPO GUI-Odyssey: [0, 1000] / 1000; a finger moving right is content "left"
+    ("ccpo_guiodyssey", 0, 0, Action(C, point=(0.5, 0.25)), (0.4, 0.2, 0.6, 0.3)),
+    (
+        "ccpo_guiodyssey",
+        0,
+        1,
+        Action(S, point=(0.3, 0.5), point2=(0.7, 0.51), direction="left", convention="content"),
+        None,
+    ),
+    ("ccpo_guiodyssey", 0, 2, Action(T, text="hi"), None),
+    ("ccpo_guiodyssey", 0, 3, Action(P, key="home"), None),
+    ("ccpo_guiodyssey", 0, 4, Action(ActionType.TERMINATE, status="success"), None),
+    # CCPO Mind2Web: img_size [h, w] = [100, 200]: (30, 20) px -> (0.15, 0.2)
+    ("ccpo_mind2web", 0, 0, Action(C, point=(0.15, 0.2)), (0.1, 0.1, 0.2, 0.3)),
+    ("ccpo_mind2web", 0, 1, Action(ActionType.HOVER, point=(0.5, 0.5)), (0.45, 0.4, 0.55, 0.6)),
+    ("ccpo_mind2web", 0, 2, Action(T, point=(0.15, 0.2), text="hello"), (0.1, 0.1, 0.2, 0.3)),
+    ("ccpo_mind2web", 0, 3, Action(ActionType.SELECT, point=(0.15, 0.2), text="Large"), (0.1, 0.1, 0.2, 0.3)),
     # GUI-R1: gt_bbox already normalised; 4 numbers = box (point at centre), 2 = point
     ("guir1", 0, 0, Action(C, point=(0.2, 0.3)), (0.1, 0.2, 0.3, 0.4)),
     ("guir1", 1, 0, Action(C, point=(0.5, 0.25)), None),
     ("guir1", 2, 0, Action(T, text="hello"), None),
     ("guir1", 3, 0, Action(P, key="back"), None),
     ("guir1", 4, 0, Action(ActionType.TERMINATE, status="success"), None),
-    # scroll convention is not documented for GUI-R1: the test passes scroll_convention="content"
-    ("guir1", 5, 0, Action(S, direction="down", convention="content"), None),
+    # scroll convention is not documented for GUI-R1: the test passes scroll_convention="content";
+    # the direction word is also kept as the step's text (GUI-R1 scores scrolls by it)
+    ("guir1", 5, 0, Action(S, direction="down", convention="content", text="down"), None),
 ]
 
 
@@ -150,6 +182,9 @@ SHAPES = [
     ("amex", [8, 1], "amex1", (100, 200), [True, False]),
     ("mind2web", [3, 2], "a1", (200, 100), [None, None]),
     ("uis1", [10, 1], "std-1", (100, 200), [True, False]),  # id = file stem + line number
+    ("ccpo_androidcontrol", [3], "7", (100, 200), [True]),  # the line's episode_id
+    ("ccpo_guiodyssey", [5], "guio_test-1", (100, 200), [True]),
+    ("ccpo_mind2web", [4], "mind2web_test-1", (200, 100), [True]),  # img_size is [height, width]
     ("guir1", [1] * 6, "train-00000-0", (100, 200), [None] * 6),
 ]
 
@@ -315,7 +350,7 @@ CORRUPT = [
     # std: system button without a canonical key
     (
         "uis1",
-        lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"Home"', '"Menu"')),
+        lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"Home"', '"Power"')),
         "button",
     ),
     # std: is_successful of the wrong type

@@ -22,7 +22,14 @@ def hand_episode() -> Episode:
     steps = (
         Step(0, "s0.png", (W, H), Action("click", point=(0.5, 0.5)), target_box=box, candidate_boxes=(box,)),
         Step(1, "s1.png", (W, H), Action("type", text="hello world")),
-        Step(2, "s2.png", (W, H), Action("scroll", direction="down", convention="content")),
+        # a swipe with its finger path (up = content "down"), as MiniGUI's expert and every std file
+        # record it: CCPO's AndroidControl evaluator compares the directions of the two paths
+        Step(
+            2,
+            "s2.png",
+            (W, H),
+            Action("scroll", direction="down", convention="content", point=(0.5, 0.7), point2=(0.5, 0.3)),
+        ),
         Step(3, "s3.png", (W, H), Action("press", key="back")),
         Step(4, "s4.png", (W, H), Action("long_press", point=(0.2, 0.8))),
         Step(5, "s5.png", (1080, 2400), Action("terminate", status="success")),
@@ -59,7 +66,9 @@ def test_prediction_record_exact_ground_truth(fmt: str, t: int) -> None:
     r = record(ep, t, out, fmt=fmt)
     assert set(r) == set(PREDICTION_FIELDS)
     assert r["parse_ok"] and r["type_match"] and r["exact"], r["score_reason"]
-    assert r["grounding"] is (True if step.action.point is not None else None)  # GR only for coordinate steps
+    assert r["grounding"] is (
+        True if step.action.type.value in ("click", "long_press") else None
+    )  # GR: coordinate steps
     assert (r["episode_id"], r["step_id"], r["history"], r["split"], r["model"]) == (
         "ep-eval",
         t,
@@ -102,11 +111,13 @@ def test_prediction_record_garbage_is_complete_and_wrong(output: str, t: int) ->
 @pytest.mark.parametrize(
     "point, protocol, grounding",
     [
-        ((0.9, 0.95), "ccpo", False),  # far from the target
-        ((0.8, 0.55), "ccpo", False),  # inside the target box but 0.30 away: CCPO uses distance 0.1 only
+        ((0.9, 0.95), "ccpo", False),  # far from the target: 253 px on the 280 x 504 screen
+        # inside the target box, 0.30 away: CCPO's AndroidControl script takes 140 *pixels*, 88 px here
+        ((0.8, 0.55), "ccpo", True),
+        ((0.8, 0.55), "ccpo_androidcontrol_fixed", False),  # the script's stated 14% of the screen
         ((0.8, 0.55), "guiodyssey", True),  # GUI-Odyssey accepts any point inside the gt box
         ((0.8, 0.55), "agentcpm", True),  # AgentCPM-GUI: inside a candidate box containing the gt point
-        ((0.55, 0.45), "ccpo", True),  # 0.07 away: within CCPO's 0.1
+        ((0.55, 0.45), "ccpo", True),  # 0.07 away, 30 px
     ],
 )
 def test_prediction_record_click_grounding(point, protocol: str, grounding: bool) -> None:

@@ -321,14 +321,23 @@ DISAGREEMENTS = [
     # boxes containing the gt point 1.2x: (0.84, 0.5) is outside the box, 0.34 from the point,
     # inside the enlarged box
     ("agentcpm", click(0.84, 0.5), WIDE, False, True),
-    # CES: the reward's token F1 must be > 0.5 (CES eq. 25); the protocol takes F1 >= 0.5
-    ("ces", typed("hello there"), TYPE_GT, False, True),
+    # CES: the reward compares the scroll direction (CES eq. 25); the released evaluator the
+    # protocol reproduces reads no direction (scroll() has none)
+    (
+        "ces",
+        Action(type="scroll", direction="up", convention="content"),
+        GroundTruth(Action(type="scroll", direction="down", convention="content")),
+        False,
+        True,
+    ),
     # CES: finished() carries no status in the reward; the protocol compares it
     ("ces", Action(type="terminate", status="fail"), TERM_GT, True, False),
-    # Co-EPG: the value needs F1 > 0.5 (strict); the protocol takes F1 >= 0.5
-    ("coepg", typed("hello there"), TYPE_GT, False, True),
+    # Co-EPG: the reward's value needs token F1 > 0.5; the protocol (the paper's stated rule,
+    # argument part assumed) the same text up to case ("hello world please": F1 0.8)
+    ("coepg", typed("hello world please"), TYPE_GT, True, False),
     # UI-S1 (trained with its reward, evaluated with CCPO's protocol): a click inside the 1.2x gt
-    # box, 0.34 from the gt point, is right for the reward, wrong for "within 0.1"
+    # box, 0.34 from the gt point, is right for the reward, wrong for CCPO's 140 pixels (367 px
+    # on the 1080-wide screen of the test)
     ("semi_online", click(0.84, 0.5), WIDE, True, False),
 ]
 
@@ -356,7 +365,7 @@ class TestRewardRulesVsEvaluator:
     @pytest.mark.parametrize("method, pred, gt, reward_ok, eval_ok", DISAGREEMENTS, ids=lambda x: str(x)[:20])
     def test_disagreement(self, method, pred, gt, reward_ok, eval_ok):
         m = get_method(method)
-        kw = {"gt_box": gt.box, "candidate_boxes": gt.candidate_boxes}
+        kw = {"gt_box": gt.box, "candidate_boxes": gt.candidate_boxes, "screen_size": (1080, 2400)}
         assert score_step(pred, gt.action, RULES[m.reward_rules], **kw).exact is reward_ok
         assert score_step(pred, gt.action, m.eval_protocol, **kw).exact is eval_ok
 

@@ -48,13 +48,15 @@ def box_area(box: Sequence[float]) -> float:
 
 
 def enlarge_box(box: Sequence[float], factor: float) -> Box:
-    """Scale a box about its centre by ``factor`` (UI-S1 uses 1.2). Not clamped.
+    """Scale a box about its centre by ``factor`` (UI-S1 and CoAT use 1.2). Not clamped.
 
-    At ``factor=1.0`` the result can differ from ``box`` in the last bit (centre +- half-size
-    is not exact in floating point); the evaluator protocols keep that behaviour until their
-    golden files are reproduced (issue 11). Callers that want the box as annotated skip the
-    call (``guirl.matching.ClickRule(box_enlarge=None)``).
+    ``factor == 1.0`` returns the box unchanged, bit for bit (centre +- half-size is not exact
+    in floating point, so computing it would move the edges in the last bit). Other factors
+    compute ``centre -+ size * factor / 2`` per axis, the order of operations of UI-S1's and
+    CoAT's ``enlarge_bbox``.
     """
+    if factor == 1.0:
+        return (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
     cx, cy = box_center(box)
     hw = (box[2] - box[0]) * factor / 2.0
     hh = (box[3] - box[1]) * factor / 2.0

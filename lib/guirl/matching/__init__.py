@@ -9,7 +9,8 @@
 * :mod:`.rules`: the frozen records (:class:`ClickRule`, :class:`TextRule`,
   :class:`ArgumentRule`, bundled in a :class:`RuleSet`);
 * :mod:`.engine`: :func:`match_step` and its parts (:func:`click_match`, :func:`text_match`,
-  :func:`arguments_match`, :func:`target_distance`);
+  :func:`arguments_match`, :func:`target_distance`, :func:`scroll_direction`);
+* :mod:`.text`: the public evaluators' text comparisons on normalised strings;
 * :mod:`.registry`: the named rule sets :data:`RULES` of the evaluator protocols and the rewards.
 
 The evaluator protocols (:mod:`guirl.metrics.protocols`) are a name, a rule set and provenance;
@@ -21,8 +22,12 @@ from guirl.matching.engine import (
     arguments_match,
     click_match,
     gt_point,
+    is_counted,
+    is_grounded,
     match_step,
     rule_boxes,
+    rule_gt_point,
+    scroll_direction,
     target_distance,
     text_match,
     types_match,
@@ -31,7 +36,9 @@ from guirl.matching.registry import RULES, TEXT_RULES, get_rules, get_text_rule,
 from guirl.matching.rules import (
     BOX_MODES,
     LONG_PRESS_AS_CLICK,
+    SCROLL_MATCHES,
     TEXT_KINDS,
+    UNITS,
     WAIT_AS_TERMINATE,
     ArgumentRule,
     ClickRule,
@@ -46,19 +53,25 @@ __all__ = [
     "LONG_PRESS_AS_CLICK",
     "RULES",
     "RuleSet",
+    "SCROLL_MATCHES",
     "StepMatch",
     "TEXT_KINDS",
     "TEXT_RULES",
     "TextRule",
+    "UNITS",
     "WAIT_AS_TERMINATE",
     "arguments_match",
     "click_match",
     "get_rules",
     "get_text_rule",
     "gt_point",
+    "is_counted",
+    "is_grounded",
     "match_step",
     "rule_boxes",
+    "rule_gt_point",
     "rules_differ",
+    "scroll_direction",
     "target_distance",
     "text_match",
     "types_match",

@@ -17,6 +17,9 @@ module docstring has the details):
   Type-agnostic on purpose (it measures localisation, not planning).
 * **exact** – type match and every argument the protocol checks (point, text, scroll
   direction, key, terminate status). This is the per-step success behind "SR".
+* **counted** – the step is in the protocol's step-success denominator (GUI-R1 leaves press,
+  wait and complete steps out; SeeClick skips steps whose reference does not parse). An
+  uncounted step is never exact, and :func:`aggregate_steps` leaves it out of ``SR``.
 
 A prediction that failed to parse (``None`` or a failed ``ParseResult``) is wrong in
 every metric; its ``reason`` starts with ``"unparsable: "``.
@@ -28,8 +31,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from guirl.actions.types import COORDINATE_TYPES, Action, ParseResult
-from guirl.matching import RuleSet, gt_point, match_step
+from guirl.actions.types import Action, ParseResult
+from guirl.matching import RuleSet, gt_point, is_counted, is_grounded, match_step
 from guirl.metrics.protocols import Protocol, get_protocol
 
 Box = tuple[float, float, float, float]
@@ -49,6 +52,7 @@ class StepScore:
         distance: normalised distance from the predicted point to the gt target (the gt point
             for every registered protocol), if both exist.
         pixel_distance: distance to the gt point in pixels when ``screen_size`` was given.
+        counted: the protocol counts the step in its step-success denominator.
     """
 
     type_match: bool
@@ -59,6 +63,7 @@ class StepScore:
     unparsable: bool = False
     distance: float | None = None
     pixel_distance: float | None = None
+    counted: bool = True
 
 
 def _unwrap(pred: Action | ParseResult | None) -> tuple[Action | None, str]:
@@ -93,7 +98,8 @@ def score_step(
         gt_box: normalised ``(x1, y1, x2, y2)`` box of the target element, if known.
         candidate_boxes: normalised boxes of the screen's elements (``ui_positions``,
             ``candidate_bbox``) used by the box-based click rules.
-        screen_size: ``(width, height)`` in pixels; only used to report ``pixel_distance``.
+        screen_size: ``(width, height)`` in pixels: reported as ``pixel_distance``, and needed by
+            the protocols whose original works in pixels (``ccpo_androidcontrol``, ``aitz``).
 
     Returns:
         :class:`StepScore`; never raises on a bad prediction.
@@ -105,15 +111,17 @@ def score_step(
 
     action, why = _unwrap(pred)
     if action is None:
-        return StepScore(False, False if gt.type in COORDINATE_TYPES else None, False, why, gt_type, unparsable=True)
+        # an unparsable prediction is wrong, on a step the original counts or not
+        grounding = False if is_grounded(gt, p.rules) else None
+        return StepScore(False, grounding, False, why, gt_type, unparsable=True, counted=is_counted(gt, p.rules))
 
-    m = match_step(action, gt, p.rules, gt_box=gt_box, candidate_boxes=candidate_boxes)
+    m = match_step(action, gt, p.rules, gt_box=gt_box, candidate_boxes=candidate_boxes, screen_size=screen_size)
     pix = None
     gpt = gt_point(gt, gt_box)
     if screen_size is not None and action.point is not None and gpt is not None:
         w, h = screen_size
         pix = math.hypot((action.point[0] - gpt[0]) * w, (action.point[1] - gpt[1]) * h)
-    return StepScore(m.type_match, m.grounding, m.exact, m.reason, gt_type, False, m.distance, pix)
+    return StepScore(m.type_match, m.grounding, m.exact, m.reason, gt_type, False, m.distance, pix, m.counted)
 
 
 # ----------------------------------------------------------------- aggregation
@@ -122,16 +130,18 @@ def _rate(xs: list[bool]) -> float:
 
 
 def aggregate_steps(scores: Iterable[StepScore]) -> dict[str, float | int]:
-    """Step-level rates: ``TM`` (type match), ``GR`` (grounding over steps whose gt has a
-    coordinate), ``SR`` (exact), plus ``n`` steps, ``n_grounding`` coordinate steps and
+    """Step-level rates: ``TM`` (type match), ``GR`` (grounding over steps whose gt is grounded),
+    ``SR`` (exact over the counted steps), plus ``n`` steps, ``n_counted``, ``n_grounding`` and
     ``n_unparsable``. Rates are in ``[0, 1]``; an empty denominator gives ``nan``."""
     s = list(scores)
     gr = [x.grounding for x in s if x.grounding is not None]
+    counted = [x for x in s if x.counted]
     return {
         "TM": _rate([x.type_match for x in s]),
         "GR": _rate(gr),  # type: ignore[arg-type]
-        "SR": _rate([x.exact for x in s]),
+        "SR": _rate([x.exact for x in counted]),
         "n": len(s),
+        "n_counted": len(counted),
         "n_grounding": len(gr),
         "n_unparsable": sum(x.unparsable for x in s),
     }

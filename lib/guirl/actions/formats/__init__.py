@@ -9,7 +9,11 @@ Usage::
     text = fmt.format(action, ctx, thought="...")           # raises ActionError if inexpressible
 
 Registry names (:data:`FORMAT_NAMES`): ccpo, qwen_mobile_use, agentcpm, uitars, osatlas, aguvis,
-odyssey, osgenesis, coepg_planner, coepg_grounder, ces_executor, androidlong. The CES
+odyssey, osgenesis, coepg_planner, coepg_grounder, ces_executor, androidlong, coat, seeclick.
+
+``FormatContext(strict=True, pipeline=...)`` reads an output exactly as an original evaluation
+pipeline does (each format's docstring lists its pipelines); the evaluator protocols choose them
+(:meth:`guirl.metrics.protocols.Protocol.parse`). The CES
 Coordinator / State Tracker return text, not an action: see :func:`parse_ces_coordinator` and
 :func:`parse_ces_state_tracker`.
 """
@@ -28,11 +32,13 @@ from guirl.actions.formats.ces import (
     parse_ces_state_tracker,
     parse_think_answer,
 )
+from guirl.actions.formats.coat import CoATFormat
 from guirl.actions.formats.coepg import CoEPGGrounderFormat, CoEPGPlannerFormat
 from guirl.actions.formats.mobile_use import CCPOFormat, QwenMobileUseFormat
 from guirl.actions.formats.odyssey import OdysseyFormat
 from guirl.actions.formats.osatlas import OSAtlasFormat
 from guirl.actions.formats.osgenesis import OSGenesisFormat
+from guirl.actions.formats.seeclick import SeeClickFormat
 from guirl.actions.formats.uitars import UITarsFormat
 
 _REGISTRY: dict[str, ActionFormat] = {
@@ -50,6 +56,8 @@ _REGISTRY: dict[str, ActionFormat] = {
         CoEPGGrounderFormat(),
         CESExecutorFormat(),
         AndroidLongFormat(),
+        CoATFormat(),
+        SeeClickFormat(),
     )
 }
 

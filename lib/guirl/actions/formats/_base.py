@@ -58,6 +58,15 @@ class FormatContext:
     ``smart_resize(height, width, min_pixels, max_pixels)``. ``grounded_point``: the
     normalised point a grounding model produced for a Co-EPG planner step (used only by
     ``coepg_planner`` for coordinate actions).
+
+    ``strict``: read the output exactly as the original evaluation pipeline named by
+    ``pipeline`` does (the format's own reference pipeline when ``None``): reject what it
+    rejects (fenced JSON, prose around it, a float where it wants an integer, a lower-case key,
+    ...) and take what it takes, with its defaults (a missing coordinate read as ``(0, 0)``, an
+    unknown word read as a click, ...). Each format's docstring lists its pipelines; an evaluator
+    protocol chooses them (:meth:`guirl.metrics.protocols.Protocol.parse`). ``elements``: the
+    screen's element boxes (normalised, in the dataset's order) for outputs that name an element
+    by index (CoAT's set-of-marks ``idx``).
     """
 
     width: int = 1080
@@ -67,6 +76,19 @@ class FormatContext:
     min_pixels: int = DEFAULT_MIN_PIXELS
     max_pixels: int = DEFAULT_MAX_PIXELS
     grounded_point: tuple[float, float] | None = None
+    strict: bool = False
+    pipeline: str | None = None
+    elements: tuple[tuple[float, float, float, float], ...] = ()
+
+    def reading(self, default: str, known: tuple[str, ...]) -> str | None:
+        """The pipeline a strict reading follows (``None`` when not strict): ``pipeline`` or the
+        format's ``default``; :class:`FormatFail` naming the known ones for any other name."""
+        if not self.strict:
+            return None
+        name = self.pipeline or default
+        if name not in known:
+            raise FormatFail(f"no strict reading for pipeline {name!r}; known: {list(known)}")
+        return name
 
     def space(self, kind: CoordKind) -> CoordSpace:
         """The :class:`CoordSpace` of ``kind`` for this screen."""

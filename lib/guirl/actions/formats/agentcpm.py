@@ -18,6 +18,21 @@ Conventions, all from AgentCPM-GUI ``eval/utils/schema/schema_for_extraction.jso
 * ``DEEP_LINK`` / ``CLEAR`` have no canonical counterpart -> failure.
 * Output is compact (``separators=(",", ":")``), as in AgentCPM-GUI ``compact_json_dumps``.
 
+Strict reading (``FormatContext(strict=True)``), pipelines:
+
+* ``"agentcpm"`` (default): as AgentCPM-GUI's evaluation runs -- the whole output must be one JSON
+  object (``json.loads``: no fences, no prose) valid under ``schema_for_extraction.json``
+  (integers, where ``500.0`` counts as an integer as jsonschema says; ``additionalProperties:
+  false``; one action key; ``to`` needs ``POINT``; a continue/start status needs an action), then
+  read by ``ActionEvaluator.action_map``: a stop status is a stop; TYPE; POINT with the default
+  200 ms and no ``to`` a click, with ``to`` a scroll (the direction word, or the cosine-nearest
+  direction of POINT -> ``to``, a diagonal tie vertical; a zero-length ``to`` has no direction
+  and fails); POINT with a longer duration a long press (``to`` ignored); PRESS; and everything
+  else -- DEEP_LINK, CLEAR, a bare duration, a POINT with a duration under 200 -- a stop, read as
+  a wait (which the evaluator's stop class merges with terminate).
+* ``"agentcpm_paper"``: the same with the paper's vocabulary (AgentCPM-GUI Sec. 2.2): no
+  ``APPSELECT`` key and no ``start`` status.
+
 Formatting: long press without a duration writes 1000 ms and a direction-only scroll writes
 ``POINT`` = [500, 500] (the defaults AgentCPM-GUI's converters use for other families); a wait
 without duration writes 200 ms; click/long press durations <= 200 cannot be a long press, so
@@ -27,10 +42,12 @@ without duration writes 200 ms; click/long press durations <= 200 cannot be a lo
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import replace
 from typing import Any
 
+from guirl.actions.coords import CoordSpace
 from guirl.actions.formats._base import (
     ActionFormat,
     FormatContext,
@@ -60,6 +77,7 @@ _STOP = {
     "need_feedback": "fail",
 }
 _STOP_OUT = {"success": "finish", "fail": "impossible"}
+CoordSpaceThousand = CoordSpace.thousand()
 
 
 def _extract_object(text: str) -> Any:
@@ -73,6 +91,115 @@ def _extract_object(text: str) -> Any:
         return json.loads(s[i : j + 1])
     except json.JSONDecodeError as e:
         raise FormatFail(f"malformed JSON: {e.msg} at char {e.pos}") from None
+
+
+_STATUSES = ("continue", "start", "finish", "satisfied", "impossible", "interrupt", "need_feedback")
+_ACTION_KEYS = ("POINT", "PRESS", "TYPE", "DEEP_LINK", "CLEAR")
+
+
+def _schema_int(v: Any) -> bool:
+    """jsonschema's ``integer``: an int, or a float with no fractional part (not a bool)."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+
+
+def _location(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(_schema_int(c) and 0 <= c <= 1000 for c in v)
+
+
+def schema_error(d: Any, *, paper: bool = False) -> str | None:
+    """Why ``d`` fails AgentCPM-GUI's ``schema_for_extraction.json`` (``None``: valid).
+
+    ``paper``: the paper's vocabulary (no ``APPSELECT``, no ``start``).
+    """
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    unknown = sorted(set(d) - set(_KEYS))
+    if unknown:
+        return f"unknown key(s) {unknown} (additionalProperties: false)"
+    if "thought" in d and not isinstance(d["thought"], str):
+        return "thought must be a string"
+    if "POINT" in d and not _location(d["POINT"]):
+        return f"POINT {d['POINT']!r} is not [x, y] integers in 0..1000"
+    if "to" in d and not (d["to"] in ("up", "down", "left", "right") or _location(d["to"])):
+        return f"to {d['to']!r} is neither up/down/left/right nor a Location"
+    if "duration" in d and not (_schema_int(d["duration"]) and d["duration"] >= 0):
+        return f"duration {d['duration']!r} is not an integer >= 0"
+    presses = ("HOME", "BACK", "ENTER") if paper else ("HOME", "BACK", "ENTER", "APPSELECT")
+    if "PRESS" in d and d["PRESS"] not in presses:
+        return f"PRESS {d['PRESS']!r} not in {list(presses)}"
+    if "TYPE" in d and not isinstance(d["TYPE"], str):
+        return "TYPE must be a string"
+    for k in ("DEEP_LINK", "CLEAR"):
+        if k in d and d[k] is not None:
+            return f"{k} must be null"
+    statuses = tuple(s for s in _STATUSES if not (paper and s == "start"))
+    if "STATUS" in d and d["STATUS"] not in statuses:
+        return f"STATUS {d['STATUS']!r} not in {list(statuses)}"
+    if "to" in d and "POINT" not in d:
+        return "to requires POINT"
+    if d.get("STATUS", "continue") in ("continue", "start") and not any(k in d for k in (*_ACTION_KEYS, "duration")):
+        return "a continue/start status needs an action key or a duration"
+    if sum(k in d for k in _ACTION_KEYS) > 1:
+        return f"more than one action key of {list(_ACTION_KEYS)}"
+    return None
+
+
+def _cosine_direction(p: tuple[float, float], q: tuple[float, float]) -> str | None:
+    """``evaluator.py::_get_direction``: the direction of largest cosine with p -> q, checked in
+    the order up, down, left, right (the first maximum wins); ``None`` for a zero vector."""
+    vx, vy = q[0] - p[0], q[1] - p[1]
+    n = math.sqrt(vx**2 + vy**2)
+    if n == 0:
+        return None
+    best, best_cos = None, -math.inf
+    for name, (dx, dy) in (("up", (0, -1)), ("down", (0, 1)), ("left", (-1, 0)), ("right", (1, 0))):
+        c = (vx / n * dx + vy / n * dy) / math.sqrt(dx**2 + dy**2)
+        if c > best_cos:
+            best, best_cos = name, c
+    return best
+
+
+def _as_run(text: str, *, paper: bool) -> Action:
+    """The AgentCPM-GUI pipeline's reading (module docstring, strict reading)."""
+    try:
+        d = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise FormatFail(f"not one JSON object (the pipeline uses json.loads on the whole output): {e}") from None
+    why = schema_error(d, paper=paper)
+    if why is not None:
+        raise FormatFail(f"schema_for_extraction.json rejects it: {why}")
+    status = d.get("STATUS", "continue")
+    duration = d.get("duration", DEFAULT_DURATION_MS)
+    space = CoordSpaceThousand
+    if status in _STOP:
+        return Action(ActionType.TERMINATE, status=_STOP[status], extra={"status_raw": status})  # type: ignore[arg-type]
+    if "TYPE" in d:
+        return Action(ActionType.TYPE, text=d["TYPE"])
+    if "POINT" in d:
+        pt = space.to_norm(*d["POINT"])
+        assert pt is not None  # the schema bounds POINT to 0..1000
+        if "to" not in d and duration == DEFAULT_DURATION_MS:
+            return Action(ActionType.CLICK, point=pt)
+        if "to" in d and duration == DEFAULT_DURATION_MS:
+            to = d["to"]
+            if isinstance(to, str):
+                return Action(ActionType.SCROLL, point=pt, direction=to, convention="finger")  # type: ignore[arg-type]
+            end = space.to_norm(*to)
+            assert end is not None
+            direction = _cosine_direction(pt, end)
+            if direction is None:
+                raise FormatFail("POINT -> to has zero length: the evaluator reads 'no direction'")
+            return Action(ActionType.SCROLL, point=pt, point2=end, direction=direction, convention="finger")  # type: ignore[arg-type]
+        if duration > DEFAULT_DURATION_MS:
+            return Action(ActionType.LONG_PRESS, point=pt, duration_ms=int(duration))
+    if "PRESS" in d:
+        return Action(ActionType.PRESS, key=_PRESS[d["PRESS"]])  # type: ignore[arg-type]
+    # action_map's last branch: every remaining output has a duration (parse_action fills 200)
+    return Action(
+        ActionType.WAIT, duration_ms=int(duration), extra={"read_as_stop": sorted(set(d) & {*_ACTION_KEYS, "to"})}
+    )
 
 
 class AgentCPMFormat(ActionFormat):
@@ -93,6 +220,9 @@ class AgentCPMFormat(ActionFormat):
     )
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
+        pipeline = ctx.reading("agentcpm", ("agentcpm", "agentcpm_paper"))
+        if pipeline is not None:
+            return self._ok(_as_run(text, paper=pipeline == "agentcpm_paper"), text)
         d = _extract_object(text)
         if not isinstance(d, dict):
             raise FormatFail("output must be a JSON object")

@@ -1,4 +1,4 @@
-"""CES (Coordinator-Executor-State tracker) outputs.
+r"""CES (Coordinator-Executor-State tracker) outputs.
 
 * ``ces_executor``: the GUI-R1-style executor answer
   ``<think>...</think><answer>[{'action': 'click', 'point': [x, y], 'input_text': 'no input text'}]</answer>``
@@ -10,6 +10,26 @@
   ``point`` is in absolute pixels of the image the model saw (Qwen2.5-VL ``smart_resize``;
   GUI-R1 rewards compare it with the ground-truth box scaled by the image size).
   Round-trip tolerance: half a resized pixel per axis.
+* Strict readings of ``ces_executor`` (``FormatContext(strict=True, pipeline=...)``):
+
+  - ``"ces"`` (default): CES's released ``verl/utils/reward_score/gui.py::acc_reward`` --
+    ``extract_answer_action`` (``<answer>name(params)</answer>`` ending a line of the text, name
+    ``[a-z_]+``) and ``parse_params`` (``key='value'`` pairs, single-quoted Python literals):
+    ``click(point='(x, y)')`` / ``long_press(point=...)`` in **screen pixels** (``FormatContext``
+    width / height, what ``extra_info`` holds), ``type(content=...)``, ``open_app(app_name=...)``,
+    ``scroll()`` (no direction: ``extra["direction_stated"] = False``; a ``direction=`` is read when
+    given), ``press_home()`` / ``press_back()`` / ``press_enter()`` / ``press_appselect()``,
+    ``wait()``, ``finished()`` (terminate success), ``error(...)`` (terminate fail). The GUI-R1
+    list and JSON are not this format.
+  - ``"guir1"``: GUI-R1's ``inference/inference_vllm_android.py`` -- three regular expressions on
+    the ``<answer>`` block: the action word (``'action': '(\w+)'``, single quotes), the input text
+    (``'input_text': '(.*?)'``, stops at an apostrophe; ``'no input text'`` when absent) and the
+    *last* ``[int, int]`` inside braces on one line (``[0, 0]`` when none: floats and negatives do
+    not match; no ``<answer>`` block also gives ``[0, 0]``). Every action carries that point and
+    that text (``Action.text``) because GUI-R1 scores a step by them whatever the predicted type;
+    an action word guirl cannot express, or a scroll whose text is no direction, is read as an
+    ``answer`` holding the text (``extra["action_word"]`` keeps the word).
+
 * ``ces_coordinator`` / ``ces_state_tracker``: ``<think>...</think><answer>...</answer>`` whose
   answer is free text (the Coordinator's next sub-instruction, the State Tracker's compressed
   task state). :func:`parse_think_answer` returns a :class:`TextResult`; it never raises.
@@ -18,6 +38,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +47,12 @@ from guirl.actions.formats._base import (
     FormatContext,
     FormatFail,
     check_direction,
+    number,
     point_in,
     tag,
     text_arg,
 )
-from guirl.actions.types import Action, ActionType, ParseResult
+from guirl.actions.types import COORDINATE_TYPES, Action, ActionType, ParseResult
 
 NO_TEXT = "no input text"
 NO_POINT = [-100, -100]
@@ -77,9 +99,20 @@ class CESExecutorFormat(ActionFormat):
         return None
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
+        pipeline = ctx.reading("ces", ("ces", "guir1"))
+        if pipeline == "ces":
+            name, params = extract_answer_action(text)
+            if name is None:
+                raise FormatFail("no <answer>name(params)</answer> ending a line (extract_answer_action)")
+            return self._ok(ces_call_action(name, parse_params(params or ""), ctx), text, tag(text, "think"))
+        if pipeline == "guir1":
+            return self._ok(_guir1_action(text, ctx), text, tag(text, "think"))
         body = tag(text, "answer")
         if body is None:
             raise FormatFail("no <answer>...</answer> block")
+        call = re.fullmatch(r"\s*([a-z_]+)\((.*)\)\s*", body, re.DOTALL)
+        if call and not body.lstrip().startswith(("[", "{")):
+            return self._ok(ces_call_action(call.group(1), parse_params(call.group(2)), ctx), text, tag(text, "think"))
         try:
             val: Any = ast.literal_eval(body)
         except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
@@ -132,6 +165,124 @@ class CESExecutorFormat(ActionFormat):
         ans = repr([{"action": kind, "point": point, "input_text": text}])
         head = f"<think>{thought}</think>" if thought is not None else ""
         return f"{head}<answer>{ans}</answer>"
+
+
+_ANSWER_CALL = re.compile(r"^[\s\S]*?<answer>\s*(?P<name>[a-z_]+)\((?P<params>.*?)\)\s*</answer>\s*$", re.MULTILINE)
+_PARAM = re.compile(r"(\w+)\s*=\s*('(?:\\.|[^'])*')")
+
+
+def extract_answer_action(text: str) -> tuple[str | None, str | None]:
+    """CES ``extract_answer_action``: ``(name, params)`` of the ``<answer>name(params)</answer>``
+    that ends a line of ``text`` (``(None, None)`` when there is none)."""
+    m = _ANSWER_CALL.match(text)
+    if not m:
+        return None, None
+    return m.group("name"), m.group("params").strip()
+
+
+def parse_params(params: str) -> dict[str, Any]:
+    """CES ``parse_params``: ``key='value'`` pairs; each value a Python literal, else its text."""
+    out: dict[str, Any] = {}
+    for key, raw in _PARAM.findall(params.strip()):
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            out[key] = raw[1:-1]
+    return out
+
+
+_CES_SIMPLE = {
+    "press_home": Action(ActionType.PRESS, key="home"),
+    "press_back": Action(ActionType.PRESS, key="back"),
+    "press_enter": Action(ActionType.PRESS, key="enter"),
+    "press_appselect": Action(ActionType.PRESS, key="recent"),
+    "wait": Action(ActionType.WAIT),
+    "finished": Action(ActionType.TERMINATE, status="success"),
+    "error": Action(ActionType.TERMINATE, status="fail"),
+}
+
+
+def ces_call_action(name: str, params: dict[str, Any], ctx: FormatContext) -> Action:
+    """A CES executor call (``name``, parsed ``params``) -> canonical action; points in screen
+    pixels (``ctx.width`` x ``ctx.height``)."""
+    if name in _CES_SIMPLE:
+        return _CES_SIMPLE[name]
+    if name in ("click", "long_press"):
+        raw = params.get("point")
+        if not isinstance(raw, str):
+            raise FormatFail(f"{name} needs point='(x, y)' (a quoted tuple), got {raw!r}")
+        try:
+            v = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            raise FormatFail(f"point {raw!r} is not a literal (x, y)") from None
+        if not isinstance(v, (list, tuple)) or len(v) < 2:
+            raise FormatFail(f"point {raw!r} is not (x, y)")
+        x, y = number(v[0], "point"), number(v[1], "point")
+        # CES measures a point off the screen as it is: the action's point is clamped to the screen
+        # and the point as read kept in extra["raw_point"] (what the click rule measures)
+        w, h = ctx.width, ctx.height
+        cx, cy = min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h))
+        extra = {} if (cx, cy) == (x, y) else {"raw_point": (x / w, y / h)}
+        return Action(
+            ActionType.CLICK if name == "click" else ActionType.LONG_PRESS, point=(cx / w, cy / h), extra=extra
+        )
+    if name in ("type", "open_app"):
+        key = "content" if name == "type" else "app_name"
+        t = params.get(key)
+        if not isinstance(t, str):
+            raise FormatFail(f"{name} needs {key}='...'")
+        return Action(ActionType.TYPE if name == "type" else ActionType.OPEN_APP, text=t)
+    if name == "scroll":
+        d = params.get("direction")
+        if isinstance(d, str) and d.strip().lower() in ("up", "down", "left", "right"):
+            return Action(ActionType.SCROLL, direction=d.strip().lower(), convention="content")  # type: ignore[arg-type]
+        return Action(ActionType.SCROLL, direction="down", convention="content", extra={"direction_stated": False})
+    raise FormatFail(f"unknown CES executor action {name!r}")
+
+
+_GUIR1_ACTION = re.compile(r"'action':\s*'(\w+)'")
+_GUIR1_TEXT = re.compile(r"'input_text':\s*'(.*?)'")
+_GUIR1_COORD = re.compile(r"\{.*\[(\d+),\s*(\d+)]\s*.*\}")
+_GUIR1_TYPES = {
+    "click": ActionType.CLICK,
+    "long_press": ActionType.LONG_PRESS,
+    "type": ActionType.TYPE,
+    "open_app": ActionType.OPEN_APP,
+    "select": ActionType.SELECT,
+    "wait": ActionType.WAIT,
+    "complete": ActionType.TERMINATE,
+    "press_back": ActionType.PRESS,
+    "press_home": ActionType.PRESS,
+    "press_enter": ActionType.PRESS,
+    "scroll": ActionType.SCROLL,
+}
+
+
+def _guir1_action(text: str, ctx: FormatContext) -> Action:
+    """GUI-R1's extraction (module docstring, pipeline ``"guir1"``)."""
+    m = re.search(r"<answer>(.*?)</answer>", text, re.DOTALL)
+    word, inp, coord = None, NO_TEXT, (0, 0)
+    if m:
+        body = m.group(1).strip()
+        a = _GUIR1_ACTION.search(body)
+        word = a.group(1) if a else None
+        t = _GUIR1_TEXT.search(body)
+        inp = t.group(1) if t else NO_TEXT
+        c = _GUIR1_COORD.search(body)
+        coord = (int(c.group(1)), int(c.group(2))) if c else (0, 0)
+    sp = ctx.space("resized")
+    point = sp.to_norm(*coord)  # x * (W / W_r) / W: the scaled pixel point, normalised
+    extra = {"action_word": word}
+    t = _GUIR1_TYPES.get(word or "")
+    if t is ActionType.SCROLL and inp.strip().lower() in ("up", "down", "left", "right"):
+        return Action(t, direction=inp.strip().lower(), convention="content", point=point, text=inp, extra=extra)  # type: ignore[arg-type]
+    if t is ActionType.PRESS:
+        return Action(t, key=word[6:], point=point, text=inp, extra=extra)  # type: ignore[arg-type,index]
+    if t is ActionType.TERMINATE:
+        return Action(t, status="success", point=point, text=inp, extra=extra)
+    if t is not None and t is not ActionType.SCROLL and (point is not None or t not in COORDINATE_TYPES):
+        return Action(t, point=point, text=inp, extra=extra)
+    return Action(ActionType.ANSWER, point=point, text=inp, extra=extra)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,18 @@ action word and value, ``<plan>...</plan><action>click</action><value>...</value
 grounding model turns the plan into a point. Two formats:
 
 * ``coepg_planner``: action words follow the AndroidControl / Multimodal-Mind2Web vocabularies
-  Co-EPG evaluates on: click, long_press, select (value = option), type (value = text),
-  scroll (value = **content** direction, AndroidControl), open_app (value = app name),
-  navigate_back, navigate_home, press_enter, wait, complete. ``<value>`` may be omitted or empty
-  when unused. Coordinate actions (click, long_press, select) take their point from
+  Co-EPG evaluates on. The paper's own words (Co-EPG Tables 9 and 10): ``click``, ``long_press``,
+  ``input_text`` (value = text), ``scroll`` (value = **content** direction, AndroidControl),
+  ``open_app`` (value = app name), ``navigate_back``, ``navigate_home``, ``wait``, ``terminate``
+  (the task is over, done or impossible: a terminate whose status the paper leaves undecided,
+  read as success with ``extra["status_undecided"]``) and Mind2Web's ``CLICK``, ``TYPE``,
+  ``SELECT`` (value = option); plus ``type``, ``complete``, ``press_enter``, ``hover`` and
+  ``enter`` as aliases. The paper writes the tags labelled, ``<plan> ELEMENT: ... </plan>``,
+  ``<action> ACTION: click </action>``, ``<value> VALUE: cats </value>`` with ``None`` for no
+  value: labels are stripped, words read case-insensitively, ``None`` is no value.
+  ``<value>`` may be omitted or empty when unused. A type action takes
+  ``FormatContext.grounded_point`` when one is given (on Mind2Web it types into the element the
+  plan names). Coordinate actions (click, long_press, select) take their point from
   ``FormatContext.grounded_point`` (normalised, from ``coepg_grounder``); without it parsing
   fails with a reason. The plan text is kept in ``ParseResult.thought`` and
   ``action.extra["plan"]``; ``format`` writes ``action.extra["plan"]`` (or the thought).
@@ -40,8 +48,20 @@ _SIMPLE = {
     "wait": Action(ActionType.WAIT),
     "complete": Action(ActionType.TERMINATE, status="success"),
 }
-_POINT_TYPES = {"click": ActionType.CLICK, "long_press": ActionType.LONG_PRESS, "select": ActionType.SELECT}
-_TEXT_TYPES = {"type": ActionType.TYPE, "open_app": ActionType.OPEN_APP}
+_POINT_TYPES = {
+    "click": ActionType.CLICK,
+    "long_press": ActionType.LONG_PRESS,
+    "select": ActionType.SELECT,
+    "hover": ActionType.HOVER,
+    "enter": ActionType.PRESS,
+}
+_TEXT_TYPES = {"type": ActionType.TYPE, "input_text": ActionType.TYPE, "open_app": ActionType.OPEN_APP}
+_LABEL = re.compile(r"^\s*(?:ELEMENT|ACTION|VALUE)\s*:\s*", re.IGNORECASE)
+
+
+def _unlabel(v: str | None) -> str | None:
+    """A tag's content without the paper's ``ELEMENT:`` / ``ACTION:`` / ``VALUE:`` label."""
+    return None if v is None else _LABEL.sub("", v, count=1).strip()
 
 
 class CoEPGPlannerFormat(ActionFormat):
@@ -60,6 +80,7 @@ class CoEPGPlannerFormat(ActionFormat):
             ActionType.PRESS,
             ActionType.WAIT,
             ActionType.TERMINATE,
+            ActionType.HOVER,
         }
     )
     keeps = {
@@ -85,14 +106,18 @@ class CoEPGPlannerFormat(ActionFormat):
         return a
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
-        plan = tag(text, "plan")
-        word = tag(text, "action")
+        plan = _unlabel(tag(text, "plan"))
+        word = _unlabel(tag(text, "action"))
         if word is None:
             raise FormatFail("no <action>...</action> block")
-        value = tag(text, "value")
+        value = _unlabel(tag(text, "value"))
+        if value is not None and value.lower() == "none":
+            value = ""
         word = word.lower()
         extra = {"plan": plan} if plan is not None else {}
-        if word in _SIMPLE:
+        if word == "terminate":
+            a = Action(ActionType.TERMINATE, status="success", extra={**extra, "status_undecided": True})
+        elif word in _SIMPLE:
             a = replace(_SIMPLE[word], extra=extra)
         elif word in _POINT_TYPES:
             if ctx.grounded_point is None:
@@ -105,11 +130,16 @@ class CoEPGPlannerFormat(ActionFormat):
             t = _POINT_TYPES[word]
             if t is ActionType.SELECT and not value:
                 raise FormatFail("select needs a <value> (the option)")
-            a = Action(t, point=ctx.grounded_point, text=value if t is ActionType.SELECT else None, extra=extra)
+            key = "enter" if t is ActionType.PRESS else None
+            text_v = value if t is ActionType.SELECT else None
+            a = Action(t, point=ctx.grounded_point, text=text_v, key=key, extra=extra)  # type: ignore[arg-type]
         elif word in _TEXT_TYPES:
             if value is None:
                 raise FormatFail(f"{word} needs a <value>")
-            a = Action(_TEXT_TYPES[word], text=value, extra=extra)
+            t = _TEXT_TYPES[word]
+            # on the web a type targets an element: the grounded point when the caller has one
+            pt = ctx.grounded_point if t is ActionType.TYPE else None
+            a = Action(t, text=value, point=pt, extra=extra)
         elif word == "scroll":
             a = Action(ActionType.SCROLL, direction=check_direction(value), convention="content", extra=extra)  # type: ignore[arg-type]
         else:
@@ -120,7 +150,7 @@ class CoEPGPlannerFormat(ActionFormat):
         a, t = action, action.type
         plan = a.extra.get("plan", thought)
         value = ""
-        if t in (ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SELECT):
+        if t in (ActionType.CLICK, ActionType.LONG_PRESS, ActionType.SELECT, ActionType.HOVER):
             word = {v: k for k, v in _POINT_TYPES.items()}[t]
             if t is ActionType.SELECT:
                 value = a.text or ""

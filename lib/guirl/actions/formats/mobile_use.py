@@ -40,6 +40,7 @@ from guirl.actions.formats._base import (
     tag,
     text_arg,
 )
+from guirl.actions.formats.mobile_use_pipelines import PIPELINES, READERS
 from guirl.actions.types import Action, ActionType, ParseResult
 
 _BUTTONS = {"back": "back", "home": "home", "enter": "enter", "menu": "recent"}
@@ -185,7 +186,12 @@ def _thought(text: str) -> str | None:
 
 
 class CCPOFormat(ActionFormat):
-    """CCPO / UI-S1: ``<think>...</think>`` (optional) then ``<action>{mobile_use args}</action>``."""
+    """CCPO / UI-S1: ``<think>...</think>`` (optional) then ``<action>{mobile_use args}</action>``.
+
+    Strict readings (``FormatContext(strict=True, pipeline=...)``): ``"ccpo_androidcontrol"``
+    (default), ``"ccpo_guiodyssey"``, ``"ccpo_mind2web"``, ``"ccpo_aitw"`` and ``"uis1"``: each
+    evaluation script's own reading (:mod:`guirl.actions.formats.mobile_use_pipelines`).
+    """
 
     name = "ccpo"
     coord_kind = "resized"
@@ -194,6 +200,9 @@ class CCPOFormat(ActionFormat):
     has_thought = True
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
+        pipeline = ctx.reading("ccpo_androidcontrol", PIPELINES)
+        if pipeline is not None:
+            return self._ok(READERS[pipeline](text, ctx), text, _thought(text))
         body = tag(text, "action")
         if body is None:
             raise FormatFail("no <action>...</action> block")

@@ -12,17 +12,53 @@ as reproduced in AgentCPM-GUI ``eval/run_predict_odyssey.py`` (``transform_actio
 * ``LONG_PRESS (x, y)`` without the colon (as AgentCPM-GUI writes histories) is accepted.
 * No thought; no long-press duration (AgentCPM-GUI assumes 1000 ms); no wait, open-app, enter.
 
+Strict reading (pipeline ``"guiodyssey"``), as ``src/eval_mm/evaluate_GUIOdyssey.py`` reads a
+prediction (``simple_decode``): the text is split at ``:``; the action is the stripped part before
+the first colon, compared case-sensitively (``CLICK (x, y)`` without the colon is another
+action); the argument is the part between the first and the second colon (``TYPE: 10:30`` types
+``10``); a point is ``eval``-ed (a tuple or a list of two numbers, floats allowed); a scroll
+direction is compared ignoring case; any other action word is a miss.
+
 Round-trip tolerance: 0.5/1000 per axis.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
-from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, point_in
+from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, number, point_in
 from guirl.actions.types import Action, ActionType, ParseResult
 
 _PT = re.compile(r"^(CLICK|LONG_PRESS):?\s*\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)$")
+
+
+_KEYS = {"PRESS_BACK": "back", "PRESS_HOME": "home", "PRESS_RECENT": "recent"}
+
+
+def _as_run(text: str, ctx: FormatContext) -> Action:
+    """``simple_decode`` + ``action_matching`` of GUI-Odyssey (module docstring)."""
+    parts = text.split(":")
+    action = parts[0].strip()
+    info = parts[1].strip() if len(parts) > 1 else ""
+    if action in ("CLICK", "LONG_PRESS"):
+        try:
+            v = ast.literal_eval(info)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            raise FormatFail(f"point {info!r} does not evaluate (the evaluator scores it 'invalid')") from None
+        if not isinstance(v, (tuple, list)) or len(v) != 2:
+            raise FormatFail(f"point {info!r} is not two numbers ('invalid')")
+        p = point_in(ctx.space("thousand"), [number(c, "point") for c in v])
+        return Action(ActionType.CLICK if action == "CLICK" else ActionType.LONG_PRESS, point=p)
+    if action == "SCROLL":
+        return Action(ActionType.SCROLL, direction=check_direction(info), convention="finger")  # type: ignore[arg-type]
+    if action == "TYPE":
+        return Action(ActionType.TYPE, text=info)
+    if action in _KEYS:
+        return Action(ActionType.PRESS, key=_KEYS[action])  # type: ignore[arg-type]
+    if action in ("COMPLETE", "IMPOSSIBLE"):
+        return Action(ActionType.TERMINATE, status="success" if action == "COMPLETE" else "fail")
+    raise FormatFail(f"action {action!r} is no GUI-Odyssey action ('action_fail')")
 
 
 class OdysseyFormat(ActionFormat):
@@ -48,6 +84,8 @@ class OdysseyFormat(ActionFormat):
         return None
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
+        if ctx.reading("guiodyssey", ("guiodyssey",)) is not None:
+            return self._ok(_as_run(text, ctx), text)
         s = text.strip()
         if not s:
             raise FormatFail("empty output")

@@ -20,7 +20,7 @@ from guirl.data.loaders.androidcontrol import load_androidcontrol
 from guirl.data.loaders.guiodyssey import load_guiodyssey
 from guirl.data.loaders.guir1 import load_guir1
 from guirl.data.loaders.mind2web import load_mind2web
-from guirl.data.loaders.uis1 import load_uis1
+from guirl.data.loaders.uis1 import load_ccpo_androidcontrol, load_ccpo_guiodyssey, load_ccpo_mind2web, load_uis1
 from guirl.data.schema import write_episodes
 
 LOADERS: dict[str, Callable[..., LoadResult]] = {
@@ -30,6 +30,9 @@ LOADERS: dict[str, Callable[..., LoadResult]] = {
     "amex": load_amex,
     "mind2web": load_mind2web,
     "uis1": load_uis1,
+    "ccpo_androidcontrol": load_ccpo_androidcontrol,
+    "ccpo_guiodyssey": load_ccpo_guiodyssey,
+    "ccpo_mind2web": load_ccpo_mind2web,
     "guir1": load_guir1,
 }
 
@@ -39,7 +42,9 @@ EMBEDS_IMAGES = frozenset({"androidcontrol", "mind2web", "guir1"})
 
 def load_dataset(name: str, path: str | Path, *, skip_bad: bool = False, **kwargs: Any) -> LoadResult:
     """Load dataset ``name`` from ``path``; extra keyword arguments go to its loader
-    (``image_dir``, ``split``, ``screenshot_subdir``, ``scroll_convention``, ...)."""
+    (``image_dir``, ``image_root``, ``split``, ``off_screen``, ``screenshot_subdir``,
+    ``scroll_convention``, ...). The result counts what loaded, what was adjusted and what was
+    rejected (:meth:`LoadResult.counts`)."""
     if name not in LOADERS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(LOADERS)}")
     return LOADERS[name](path, skip_bad=skip_bad, **kwargs)
@@ -73,6 +78,8 @@ def convert_dataset(
         "n_episodes": len(res.episodes),
         "n_steps": sum(len(e.steps) for e in res.episodes),
         "skipped": [list(s) for s in res.skipped],
+        "adjusted": [list(a) for a in res.adjusted],
+        "counts": res.counts(),
     }
     man_path = out / "manifest.json"
     man_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -12,6 +12,11 @@ Every loader turns one public dataset format (``docs/dataset-formats.md``) into
 Bad input raises :class:`DatasetFormatError` naming the file, the record (episode id, line or
 row) and the key. With ``skip_bad=True`` the loader records ``(file, record, reason)`` in
 :attr:`LoadResult.skipped` instead, and :func:`report_skipped` emits a one-line warning.
+
+Adjustments: where a loader changes a value to make a record fit the schema (an element box a
+few pixels off the screen clipped to it, a screenshot path remapped under ``image_root``), it
+records ``(file, record, what)`` in :attr:`LoadResult.adjusted` (:meth:`Ctx.adjust`); nothing is
+changed silently. :meth:`LoadResult.counts` gives records loaded / adjusted / rejected.
 """
 
 from __future__ import annotations
@@ -54,24 +59,43 @@ class DatasetFormatError(ValueError):
 
 @dataclass
 class LoadResult:
-    """Episodes that loaded, and ``(file, record, reason)`` for every record skipped."""
+    """Episodes that loaded, ``(file, record, reason)`` for every record skipped, and
+    ``(file, record, what)`` for every adjustment made to a record that loaded."""
 
     episodes: list[Episode] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    adjusted: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """``loaded`` episodes, ``adjusted`` episodes (with at least one adjustment),
+        ``adjustments`` in all, ``rejected`` records."""
+        eps = {(f, r.split(" step ")[0]) for f, r, _ in self.adjusted}
+        return {
+            "loaded": len(self.episodes),
+            "adjusted": len(eps),
+            "adjustments": len(self.adjusted),
+            "rejected": len(self.skipped),
+        }
 
 
 class Ctx:
-    """Where we are (file + record) so that every error message can name them."""
+    """Where we are (file + record) so that every error message can name them, and the
+    adjustments made to the record (shared with its :meth:`sub` contexts)."""
 
-    def __init__(self, file: str | Path, record: str) -> None:
+    def __init__(self, file: str | Path, record: str, adjustments: list[tuple[str, str, str]] | None = None) -> None:
         self.file = str(file)
         self.record = str(record)
+        self.adjustments: list[tuple[str, str, str]] = [] if adjustments is None else adjustments
 
     def error(self, key: str, problem: str) -> DatasetFormatError:
         return DatasetFormatError(self.file, self.record, key, problem)
 
     def sub(self, record: str) -> "Ctx":
-        return Ctx(self.file, f"{self.record} {record}")
+        return Ctx(self.file, f"{self.record} {record}", self.adjustments)
+
+    def adjust(self, key: str, what: str) -> None:
+        """Record an adjustment of ``key`` in this record (reported, never silent)."""
+        self.adjustments.append((self.file, self.record, f"{key}: {what}"))
 
 
 def collect(
@@ -79,15 +103,20 @@ def collect(
     result: list[T],
     skipped: list[tuple[str, str, str]],
     skip_bad: bool,
+    adjusted: list[tuple[str, str, str]] | None = None,
 ) -> None:
     """Run each ``(ctx, build)``; on a bad record raise, or (``skip_bad``) record it as skipped.
 
     Any ``ValueError``/``KeyError``/``TypeError`` escaping ``build`` (a missed check) is wrapped
-    into a :class:`DatasetFormatError` naming the context, so nothing surfaces unnamed.
+    into a :class:`DatasetFormatError` naming the context, so nothing surfaces unnamed. The
+    adjustments of a record that loads go to ``adjusted``.
     """
     for ctx, build in items:
+        n0 = len(ctx.adjustments)
         try:
             result.append(build())
+            if adjusted is not None:
+                adjusted.extend(ctx.adjustments[n0:])
         except DatasetFormatError as e:
             if not skip_bad:
                 raise
@@ -100,7 +129,18 @@ def collect(
 
 
 def report_skipped(name: str, result: LoadResult) -> LoadResult:
-    """Emit a one-line summary (warning + log) when records were skipped; returns ``result``."""
+    """Emit a one-line summary (warning + log) when records were skipped or adjusted; returns
+    ``result``."""
+    if result.adjusted:
+        c = result.counts()
+        logger.info(
+            "%s: loaded %d episodes, %d of them adjusted (%d adjustments; first: %s)",
+            name,
+            c["loaded"],
+            c["adjusted"],
+            c["adjustments"],
+            result.adjusted[0],
+        )
     if result.skipped:
         files = sorted({f for f, _, _ in result.skipped})
         msg = (
@@ -216,6 +256,66 @@ def norm_box(
     if min(b) < -eps or max(b) > 1 + eps:
         raise ctx.error(key, f"box {list(box)} is outside the screen {scale_x}x{scale_y}")
     return tuple(min(max(v, 0.0), 1.0) for v in b)  # type: ignore[return-value]
+
+
+OFF_SCREEN = ("clip", "keep", "reject")
+
+
+def screen_box(
+    ctx: Ctx, key: str, box: Sequence[float], scale_x: float, scale_y: float, off_screen: str = "clip"
+) -> Box | None:
+    """An element box ``x1, y1, x2, y2`` (pixels, or [0, 1000] with scale 1000) normalised, with
+    what reaches past the screen handled as ``off_screen`` says:
+
+    * ``"clip"``: clipped to the screen and counted (:meth:`Ctx.adjust`); a box that is empty
+      after clipping is dropped (``None``) and counted;
+    * ``"keep"``: kept as annotated (normalised values may lie outside ``[0, 1]``): what the
+      original evaluators compute with;
+    * ``"reject"``: :class:`DatasetFormatError`.
+
+    A box with ``x2 < x1`` or ``y2 < y1`` always raises.
+    """
+    if off_screen not in OFF_SCREEN:
+        raise ValueError(f"off_screen must be one of {OFF_SCREEN}, got {off_screen!r}")
+    if scale_x <= 0 or scale_y <= 0:
+        raise ctx.error(key, f"screen size must be positive, got {scale_x}x{scale_y}")
+    x1, y1, x2, y2 = (float(v) for v in box)
+    if x2 < x1 or y2 < y1:
+        raise ctx.error(key, f"box {list(box)} has x2 < x1 or y2 < y1")
+    b = (x1 / scale_x, y1 / scale_y, x2 / scale_x, y2 / scale_y)
+    if min(b) >= 0.0 and max(b) <= 1.0:
+        return b
+    if off_screen == "keep":
+        return b
+    if off_screen == "reject":
+        raise ctx.error(key, f"box {list(box)} reaches outside the screen {scale_x}x{scale_y}")
+    c = (min(max(b[0], 0.0), 1.0), min(max(b[1], 0.0), 1.0), min(max(b[2], 0.0), 1.0), min(max(b[3], 0.0), 1.0))
+    if not (c[2] > c[0] and c[3] > c[1]):
+        ctx.adjust(key, f"box {list(box)} lies outside the screen {scale_x:g}x{scale_y:g}: dropped")
+        return None
+    ctx.adjust(key, f"box {list(box)} clipped to the screen {scale_x:g}x{scale_y:g}")
+    return c  # type: ignore[return-value]
+
+
+def remap_image(ctx: Ctx, key: str, path: str, image_root: str | Path | None) -> str:
+    """A screenshot path as stored: unchanged without ``image_root``; with it, a path that is
+    absolute (the authors' machines) or does not exist under ``image_root`` is replaced by the
+    longest trailing part of it that exists under ``image_root`` (counted), else by its file
+    name (counted; the caller's file check then names the missing file)."""
+    if image_root is None:
+        return path
+    root = Path(image_root)
+    p = Path(path)
+    if not p.is_absolute() and (root / p).exists():
+        return path
+    parts = p.parts[1:] if p.is_absolute() else p.parts
+    for i in range(len(parts)):
+        cand = Path(*parts[i:])
+        if (root / cand).exists():
+            ctx.adjust(key, f"screenshot {path!r} remapped to {str(cand)!r} under image_root")
+            return str(cand)
+    ctx.adjust(key, f"screenshot {path!r} remapped to {p.name!r} under image_root")
+    return p.name
 
 
 def finger_direction(start: Sequence[float], end: Sequence[float]) -> str:

@@ -1,7 +1,8 @@
 """AITZ (Android in the Zoo) loader: one JSON file per episode holding a list of steps.
 
-Actions follow the AITW ``result_action_type`` enum: 3 type, 4 dual point, 5 back, 6 home,
-7 enter, 10 complete (-> terminate success), 11 impossible (-> terminate fail).
+Actions follow the AITW ``result_action_type`` enum: 0 long point (AgentCPM-GUI's test records),
+1 no action (-> wait), 3 type, 4 dual point, 5 back, 6 home, 7 enter, 10 complete (-> terminate
+success), 11 impossible (-> terminate fail).
 
 Units: ``result_touch_yx`` / ``result_lift_yx`` are strings of *normalised* ``[y, x]`` (note
 the order) and become ``(x, y)`` points. A dual point is a tap when the touch-lift distance is
@@ -9,7 +10,21 @@ at most :data:`TAP_DISTANCE_THRESHOLD` (0.04 normalised, AITW's ``_SWIPE_DISTANC
 in google-research ``android_in_the_wild/action_matching.py``), else a swipe stored as a scroll
 with ``convention="finger"`` (direction of the dominant axis of touch -> lift).
 ``ui_positions`` is a string of ``[y, x, h, w]`` *pixel* boxes; the screen size comes from the
-screenshot file (``image_path`` relative to the dataset folder), since the JSON does not carry it.
+screenshot file, since the JSON does not carry it. (AgentCPM-GUI's AITZ-style test records carry
+``image_width`` / ``image_height`` and *normalised* ``ui_positions``: :func:`step_from_record`
+with ``positions="normalised"``.) Element boxes reaching past the screen are clipped and counted
+(``off_screen="clip"``, :func:`guirl.data.loaders._common.screen_box`).
+
+Layouts (``image_path`` is ``<subset>/<episode>/<file>`` relative to a split folder): the
+release layout ``<root>/<split>/<subset>/<episode>/<episode>.json`` (``path`` = the split folder,
+or ``<root>`` with ``split=``), and the repository's example layout
+``data-example/<episode>/<episode>.json`` where the screenshots sit beside the JSON: a screenshot
+not found under the split folder is looked up beside its episode JSON (counted as an
+adjustment).
+
+A swipe's direction is the finger direction of touch -> lift, unless ``coat_action_desc`` says
+``scroll <direction>``: that word (the finger direction in AITZ's annotations) is what CoAT's
+evaluator compares, and it wins; a disagreement is counted as an adjustment.
 
 Chain-of-action (CoAT) annotations: ``coat_screen_desc`` -> ``screen_description``,
 ``coat_action_think`` -> ``intention``, ``coat_action_desc`` -> ``low_level_instruction``,
@@ -31,19 +46,22 @@ from guirl.data.loaders._common import (
     image_size,
     json_value,
     list_files,
-    norm_box,
     numbers,
+    opt,
     read_json_file,
     report_skipped,
     req,
+    screen_box,
     smallest_containing,
 )
 from guirl.data.schema import Episode, Step, UIElement
 
 NAME = "aitz"
+POSITIONS = ("pixels", "normalised")
 #: AITW: touch-lift distance (normalised, Euclidean in y/x) at or below which a dual point is a tap.
 TAP_DISTANCE_THRESHOLD = 0.04
 _SIMPLE = {
+    1: Action(ActionType.WAIT),
     5: Action(ActionType.PRESS, key="back"),
     6: Action(ActionType.PRESS, key="home"),
     7: Action(ActionType.PRESS, key="enter"),
@@ -59,7 +77,8 @@ def _yx(ctx: Ctx, key: str, v: Any) -> tuple[float, float]:
     return (x, y)
 
 
-def _action(ctx: Ctx, s: dict) -> Action:
+def action_from_record(ctx: Ctx, s: dict) -> Action:
+    """The canonical action of one AITZ step record (``result_action_type`` and its fields)."""
     t = req(ctx, s, "result_action_type", (int, str))
     try:
         t = int(t)
@@ -69,6 +88,10 @@ def _action(ctx: Ctx, s: dict) -> Action:
         return _SIMPLE[t]
     if t == 3:
         return Action(ActionType.TYPE, text=req(ctx, s, "result_action_text", str))
+    if t == 0:
+        touch = _yx(ctx, "result_touch_yx", req(ctx, s, "result_touch_yx", (str, list)))
+        dur = s.get("duration")
+        return Action(ActionType.LONG_PRESS, point=touch, duration_ms=None if dur is None else int(dur))
     if t == 4:
         touch = _yx(ctx, "result_touch_yx", req(ctx, s, "result_touch_yx", (str, list)))
         lift = _yx(ctx, "result_lift_yx", req(ctx, s, "result_lift_yx", (str, list)))
@@ -82,7 +105,7 @@ def _action(ctx: Ctx, s: dict) -> Action:
             convention="finger",
         )
     raise ctx.error(
-        "result_action_type", f"unknown AITW action type {t}; expected 3, 4, 5, 6, 7, 10 or 11"
+        "result_action_type", f"unknown AITW action type {t}; expected 0, 1, 3, 4, 5, 6, 7, 10 or 11"
     )
 
 
@@ -93,48 +116,111 @@ def _str_list(ctx: Ctx, s: dict, key: str) -> list:
     return v
 
 
-def _step(ctx: Ctx, s: dict, root: Path) -> tuple[Step, dict]:
-    img = req(ctx, s, "image_path", str)
-    w, h = image_size(ctx, "image_path", root / img)
+def elements_from_record(
+    ctx: Ctx, s: dict, w: int, h: int, *, positions: str = "pixels", off_screen: str = "clip"
+) -> list[UIElement]:
+    """The screen's elements of one step record: ``ui_positions`` ``[y, x, h, w]`` (pixels, or
+    normalised with ``positions="normalised"``) with ``ui_text`` / ``ui_types`` when present."""
+    if positions not in POSITIONS:
+        raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
     pos = _str_list(ctx, s, "ui_positions")
-    texts = _str_list(ctx, s, "ui_text")
-    types = _str_list(ctx, s, "ui_types")
+    texts = _str_list(ctx, s, "ui_text") if "ui_text" in s else [""] * len(pos)
+    types = _str_list(ctx, s, "ui_types") if "ui_types" in s else [""] * len(pos)
     if not (len(pos) == len(texts) == len(types)):
         raise ctx.error("ui_positions", f"{len(pos)} positions but {len(texts)} ui_text, {len(types)} ui_types")
+    sx, sy = (w, h) if positions == "pixels" else (1.0, 1.0)
     elements = []
     for j, (yxhw, text, kind) in enumerate(zip(pos, texts, types)):
         y, x, bh, bw = numbers(ctx, "ui_positions", yxhw, 4)
-        box = norm_box(ctx, "ui_positions", (x, y, x + bw, y + bh), w, h, clamp=True)
+        box = screen_box(ctx, f"ui_positions[{j}]", (x, y, x + bw, y + bh), sx, sy, off_screen)
         if box is not None:
             elements.append(UIElement(element_id=str(j), box=box, label=str(text), role=str(kind), text=str(text)))
-    action = _action(ctx, s)
+    return elements
+
+
+def step_from_record(
+    s: dict,
+    *,
+    screen_size: tuple[int, int] | None = None,
+    positions: str = "pixels",
+    off_screen: str = "clip",
+    ctx: Ctx | None = None,
+    screenshot: str | None = None,
+) -> Step:
+    """One AITZ-style step record as a :class:`Step` (no file access).
+
+    ``screen_size``: ``(width, height)``; by default the record's ``image_width`` /
+    ``image_height`` (AgentCPM-GUI's records carry them). ``positions``: the units of
+    ``ui_positions`` (``"pixels"`` in AITZ, ``"normalised"`` in AgentCPM-GUI's test records).
+    The CoAT annotations (``coat_*``) are mapped when present.
+    """
+    ctx = ctx or Ctx("<record>", f"step {s.get('step_id', '?')}")
+    if screen_size is None:
+        screen_size = (req(ctx, s, "image_width", int), req(ctx, s, "image_height", int))
+    w, h = screen_size
+    elements = elements_from_record(ctx, s, w, h, positions=positions, off_screen=off_screen)
+    action = action_from_record(ctx, s)
+    desc = s.get("coat_action_desc")
+    words = desc.split(" ") if isinstance(desc, str) else []
+    if action.type is ActionType.SCROLL and len(words) > 1 and words[0].lower() == "scroll":
+        # CoAT's evaluator reads the direction from the description's second word
+        d = words[1].strip()
+        if d in ("up", "down", "left", "right") and d != action.direction:
+            ctx.adjust(
+                "coat_action_desc",
+                f"{desc!r} states {d!r}, touch -> lift moves {action.direction!r}: kept the description's {d!r}",
+            )
+            action = Action(ActionType.SCROLL, point=action.point, point2=action.point2, direction=d, convention="finger")  # type: ignore[arg-type]
     target = None
-    if action.type is ActionType.CLICK:
+    if action.type in (ActionType.CLICK, ActionType.LONG_PRESS):
         target = smallest_containing(action.point, (e.box for e in elements))  # type: ignore[arg-type]
-    step = Step(
-        step_id=req(ctx, s, "step_id", int),
-        screenshot=img,
+    extra = {"action_result": s["coat_action_result"]} if isinstance(s.get("coat_action_result"), str) else {}
+    return Step(
+        step_id=int(s.get("step_id", 0)),
+        screenshot=screenshot if screenshot is not None else str(s.get("image_path", "")),
         screen_size=(w, h),
         action=action,
-        low_level_instruction=req(ctx, s, "coat_action_desc", str),
+        low_level_instruction=opt(ctx, s, "coat_action_desc", str, ""),
         target_box=target,
         candidate_boxes=tuple(e.box for e in elements),
         elements=tuple(elements),
-        screen_description=req(ctx, s, "coat_screen_desc", str),
-        intention=req(ctx, s, "coat_action_think", str),
-        extra={"action_result": req(ctx, s, "coat_action_result", str)},
+        screen_description=opt(ctx, s, "coat_screen_desc", str, ""),
+        intention=opt(ctx, s, "coat_action_think", str, ""),
+        extra=extra,
     )
+
+
+def _screenshot(ctx: Ctx, img: str, root: Path, episode_dir: Path) -> tuple[str, Path]:
+    """``(stored path, file)`` of a step's screenshot: under the split folder (release layout),
+    else beside the episode JSON (example layout, counted)."""
+    if (root / img).is_file():
+        return img, root / img
+    beside = episode_dir / Path(img).name
+    if beside.is_file():
+        rel = beside.relative_to(root) if beside.is_relative_to(root) else beside
+        ctx.adjust("image_path", f"{img!r} not under {root}; found beside the episode JSON ({str(rel)!r})")
+        return str(rel), beside
+    return img, root / img
+
+
+def _step(ctx: Ctx, s: dict, root: Path, episode_dir: Path, off_screen: str) -> tuple[Step, dict]:
+    img, file = _screenshot(ctx, req(ctx, s, "image_path", str), root, episode_dir)
+    w, h = image_size(ctx, "image_path", file)
+    for key in ("coat_action_desc", "coat_screen_desc", "coat_action_think", "coat_action_result"):
+        req(ctx, s, key, str)
+    req(ctx, s, "step_id", int)
+    step = step_from_record(s, screen_size=(w, h), positions="pixels", off_screen=off_screen, ctx=ctx, screenshot=img)
     return step, s
 
 
-def _episode(ctx: Ctx, d: Any, root: Path, split: str) -> Episode:
+def _episode(ctx: Ctx, d: Any, root: Path, split: str, episode_dir: Path, off_screen: str) -> Episode:
     if not isinstance(d, list) or not d:
         raise ctx.error("<file>", f"expected a non-empty list of steps, got {type(d).__name__}")
     first = d[0]
     if not isinstance(first, dict):
         raise ctx.error("<file>", f"step 0 is {type(first).__name__}, not an object")
     eid = str(req(ctx, first, "episode_id", (str, int)))
-    ctx = Ctx(ctx.file, f"episode {eid}")
+    ctx = Ctx(ctx.file, f"episode {eid}", ctx.adjustments)
     steps = []
     for i, s in enumerate(d):
         sctx = ctx.sub(f"step {i}")
@@ -145,7 +231,7 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str) -> Episode:
         n = req(sctx, s, "episode_length", int)
         if n != len(d):
             raise sctx.error("episode_length", f"says {n} but the file has {len(d)} steps")
-        steps.append(_step(sctx, s, root)[0])
+        steps.append(_step(sctx, s, root, episode_dir, off_screen)[0])
     ids = [s.step_id for s in steps]
     if sorted(ids) != list(range(len(steps))):
         raise ctx.error("step_id", f"expected step ids 0..{len(steps) - 1}, got {ids}")
@@ -161,14 +247,27 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str) -> Episode:
     )
 
 
-def load_aitz(path: str | Path, *, skip_bad: bool = False, split: str = "train") -> LoadResult:
-    """Load AITZ episode JSONs (``**/*.json`` under ``path``); ``image_path`` is relative to ``path``."""
+def load_aitz(
+    path: str | Path, *, skip_bad: bool = False, split: str = "train", off_screen: str = "clip"
+) -> LoadResult:
+    """Load AITZ episode JSONs (``**/*.json`` under ``path``).
+
+    ``image_path`` is relative to ``path`` (the split folder of the release layout); a
+    screenshot not found there is looked up beside its episode JSON (the example layout,
+    counted). ``off_screen``: what to do with element boxes reaching past the screen
+    (:func:`guirl.data.loaders._common.screen_box`).
+    """
     root = Path(path)
     root_dir = root if root.is_dir() else root.parent
     res = LoadResult()
     items = []
     for f in list_files(root, ("**/*.json",), "AITZ episode JSON files"):
         ctx = Ctx(f, f"file {f.name}")
-        items.append((ctx, lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), root_dir, split)))
-    collect(items, res.episodes, res.skipped, skip_bad)
+        items.append(
+            (
+                ctx,
+                lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), root_dir, split, f.parent, off_screen),
+            )
+        )
+    collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)

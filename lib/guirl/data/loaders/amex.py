@@ -145,5 +145,5 @@ def load_amex(
     for f in list_files(root / "instruction_anno", ("*.json",), "AMEX instruction_anno/*.json files"):
         ctx = Ctx(f, f"file {f.name}")
         items.append((ctx, lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), root, split, screenshot_subdir)))
-    collect(items, res.episodes, res.skipped, skip_bad)
+    collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)

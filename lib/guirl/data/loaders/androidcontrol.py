@@ -5,6 +5,9 @@ Features (``docs/dataset-formats.md``): ``episode_id`` (int), ``goal`` (bytes),
 ``screenshot_widths`` / ``screenshot_heights`` (px), ``actions`` (JSON strings),
 ``step_instructions`` (one per action).
 
+Candidate boxes: every node's ``bounds_in_screen`` (clipped to the screen and counted when it
+reaches past it), so that box-based evaluators see the whole screen.
+
 Units: ``click``/``long_press`` ``x, y`` are pixels, normalised by the step's screenshot width
 and height. ``scroll.direction`` is the direction the *content* moves, stored as
 ``convention="content"`` (use :meth:`guirl.actions.Action.in_convention` for finger).
@@ -43,12 +46,12 @@ from guirl.data.loaders._common import (
     json_value,
     list_files,
     need_image_dir,
-    norm_box,
     norm_point,
     number,
     report_skipped,
     req,
     save_png,
+    screen_box,
     smallest_containing,
 )
 from guirl.data.schema import Episode, Step, UIElement
@@ -222,13 +225,42 @@ def _action(ctx: Ctx, raw: Any, w: int, h: int) -> Action:
     )
 
 
-def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str) -> Episode:
+def action_from_json(ctx: Ctx, raw: Any, w: int, h: int) -> Action:
+    """One AndroidControl action (a JSON string or dict) -> canonical :class:`Action`;
+    ``x`` / ``y`` pixels of a ``w`` x ``h`` screen."""
+    return _action(ctx, raw, w, h)
+
+
+def step_from_action(
+    raw: Any,
+    *,
+    screen_size: tuple[int, int],
+    element_boxes: Any = (),
+    off_screen: str = "clip",
+    ctx: Ctx | None = None,
+) -> Step:
+    """An AndroidControl action with the screen's element boxes (``[x1, y1, x2, y2]`` pixels,
+    in the accessibility tree's order) as a :class:`Step`; the target box is the smallest element
+    containing the point."""
+    ctx = ctx or Ctx("<record>", "step")
+    w, h = screen_size
+    action = _action(ctx, raw, w, h)
+    boxes = []
+    for j, b in enumerate(element_boxes):
+        nb = screen_box(ctx, f"elements[{j}]", b, w, h, off_screen)
+        if nb is not None:
+            boxes.append(nb)
+    target = smallest_containing(action.point, boxes) if action.point else None
+    return Step(step_id=0, screenshot="", screen_size=(w, h), action=action, target_box=target, candidate_boxes=tuple(boxes))
+
+
+def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str) -> Episode:
     feats = ex.features.feature
     ids = _feature_list(ctx, feats, "episode_id", "int64_list")
     if len(ids) != 1:
         raise ctx.error("episode_id", f"expected one int, got {ids}")
     eid = str(ids[0])
-    ctx = Ctx(ctx.file, f"{ctx.record} (episode_id {eid})")
+    ctx = Ctx(ctx.file, f"{ctx.record} (episode_id {eid})", ctx.adjustments)
     goal = _feature_list(ctx, feats, "goal", "bytes_list")
     if len(goal) != 1:
         raise ctx.error("goal", f"expected one string, got {len(goal)}")
@@ -269,7 +301,7 @@ def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str) -> Episode:
             ) from None
         elements = []
         for nd in nodes:
-            box = norm_box(sctx, "bounds_in_screen", nd["bounds"], w, h, clamp=True)
+            box = screen_box(sctx, f"bounds_in_screen of node {nd['unique_id']}", nd["bounds"], w, h, off_screen)
             if box is None:
                 continue
             elements.append(
@@ -293,6 +325,7 @@ def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str) -> Episode:
                 action=action,
                 low_level_instruction=as_str(sctx, "step_instructions", instrs[i]),
                 target_box=target,
+                candidate_boxes=tuple(e.box for e in elements),
                 elements=tuple(elements),
             )
         )
@@ -312,8 +345,13 @@ def load_androidcontrol(
     image_dir: str | Path | None = None,
     skip_bad: bool = False,
     split: str = "train",
+    off_screen: str = "clip",
 ) -> LoadResult:
     """Load AndroidControl TFRecord file(s) (a file, or every file in a folder).
+
+    Every accessibility node with bounds becomes an element and a candidate box (AgentCPM-GUI's
+    AndroidControl evaluation compares against all of them); bounds reaching past the screen are
+    clipped and counted (``off_screen``).
 
     ``image_dir``: output folder; screenshots are written as
     ``image_dir/androidcontrol/<episode_id>/<i>.png`` and stored relative to ``image_dir``.
@@ -347,9 +385,9 @@ def load_androidcontrol(
                     ex.ParseFromString(bytes(raw))
                 except Exception as e:  # protobuf DecodeError has no stable import path
                     raise ctx.error("<example>", f"not a tf.train.Example: {e}") from None
-                return _episode(ctx, ex, out_dir, split)
+                return _episode(ctx, ex, out_dir, split, off_screen)
 
-            collect([(ctx, build)], res.episodes, res.skipped, skip_bad)
+            collect([(ctx, build)], res.episodes, res.skipped, skip_bad, res.adjusted)
             idx += 1
     return report_skipped(NAME, res)
 

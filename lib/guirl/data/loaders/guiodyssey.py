@@ -2,8 +2,10 @@
 
 Units: CLICK/LONG_PRESS ``info`` ``[[x, y]]`` and ``sam2_bbox`` ``[x1, y1, x2, y2]`` are in
 ``[0, 1000]`` and divided by 1000. SCROLL ``info`` is ``[[x1, y1], [x2, y2]]`` (start and end of
-the finger motion, 0-1000), stored with ``convention="finger"`` and the direction of the
-dominant axis of the motion. ``device_info`` ``w``/``h`` give the screen size in pixels.
+the finger motion, 0-1000), stored with ``convention="finger"`` and the direction GUI-Odyssey's
+own converter gives it (``data/format_converter.py::decode_action``: the dominant axis of
+start -> end, a tie vertical, and a zero-length swipe ``DOWN``). ``device_info`` ``w``/``h`` give
+the screen size in pixels.
 
 Annotations: ``description`` -> ``screen_description``, ``intention`` -> ``intention``,
 ``context`` -> ``progress_summary``, ``low_level_instruction`` -> ``low_level_instruction``,
@@ -20,7 +22,6 @@ from guirl.data.loaders._common import (
     Ctx,
     LoadResult,
     collect,
-    finger_direction,
     list_files,
     norm_box,
     norm_point,
@@ -42,14 +43,40 @@ def _point(ctx: Ctx, key: str, v: Any) -> tuple[float, float]:
     return norm_point(ctx, key, x, y, SCALE, SCALE)
 
 
+def odyssey_direction(start: tuple[float, float], end: tuple[float, float]) -> str:
+    """``decode_action``'s scroll direction: LEFT/RIGHT by the sign of dx, UP/DOWN by the sign
+    of dy (``dy < 0`` is UP, so a zero-length swipe is DOWN), the larger |delta| wins and a tie
+    goes to UP/DOWN. Returned lower-case (finger convention)."""
+    dx, dy = end[0] - start[0], end[1] - start[1]
+    lr = "left" if dx < 0 else "right"
+    ud = "up" if dy < 0 else "down"
+    return lr if abs(dx) > abs(dy) else ud
+
+
+def action_from_annotation(ctx: Ctx, step: dict) -> Action:
+    """The canonical action of one GUI-Odyssey step annotation (``action``, ``info``)."""
+    return _action(ctx, step)
+
+
+def step_from_annotation(s: dict, *, screen_size: tuple[int, int], ctx: Ctx | None = None, screenshot: str = "") -> Step:
+    """One GUI-Odyssey step annotation (``action``, ``info``, ``sam2_bbox``) as a :class:`Step`."""
+    ctx = ctx or Ctx("<record>", "step")
+    action = _action(ctx, s)
+    bb = s.get("sam2_bbox")
+    target = None
+    if bb not in (None, []):
+        target = norm_box(ctx, "sam2_bbox", numbers(ctx, "sam2_bbox", bb, 4), SCALE, SCALE)
+    return Step(step_id=int(s.get("step", 0) or 0), screenshot=screenshot, screen_size=screen_size, action=action, target_box=target)
+
+
 def _action(ctx: Ctx, step: dict) -> Action:
     kind = req(ctx, step, "action", str)
     info = step.get("info")
     if kind in ("CLICK", "LONG_PRESS"):
-        if isinstance(info, str):
-            if kind == "CLICK" and info in _KEYS:
+        if isinstance(info, str):  # decode_action: a CLICK or LONG_PRESS on a key is that key press
+            if info in _KEYS:
                 return Action(ActionType.PRESS, key=_KEYS[info])  # type: ignore[arg-type]
-            raise ctx.error("info", f"{kind} info {info!r} is not one of {sorted(_KEYS)} (CLICK only)")
+            raise ctx.error("info", f"{kind} info {info!r} is not one of {sorted(_KEYS)}")
         if not isinstance(info, list) or len(info) != 1:
             raise ctx.error("info", f"{kind} expects [[x, y]] in 0-1000, got {info!r:.80}")
         at = ActionType.CLICK if kind == "CLICK" else ActionType.LONG_PRESS
@@ -58,10 +85,8 @@ def _action(ctx: Ctx, step: dict) -> Action:
         if not isinstance(info, list) or len(info) != 2:
             raise ctx.error("info", f"SCROLL expects [[x1, y1], [x2, y2]] in 0-1000, got {info!r:.80}")
         p1, p2 = _point(ctx, "info", info[0]), _point(ctx, "info", info[1])
-        if p1 == p2:
-            raise ctx.error("info", f"SCROLL start and end are the same point {info!r}")
         return Action(
-            ActionType.SCROLL, point=p1, point2=p2, direction=finger_direction(p1, p2), convention="finger"  # type: ignore[arg-type]
+            ActionType.SCROLL, point=p1, point2=p2, direction=odyssey_direction(p1, p2), convention="finger"  # type: ignore[arg-type]
         )
     if kind == "TEXT":
         return Action(ActionType.TYPE, text=req(ctx, step, "info", str))
@@ -156,5 +181,5 @@ def load_guiodyssey(
     for f in list_files(root, ("*.json",), "GUI-Odyssey episode JSON files"):
         ctx = Ctx(f, f"file {f.name}")
         items.append((ctx, lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), split, screenshot_subdir)))
-    collect(items, res.episodes, res.skipped, skip_bad)
+    collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)

@@ -10,6 +10,10 @@ the screenshot size (decoded from the ``screenshot`` bytes) and the action point
 of the first positive candidate. ``candidate_boxes`` = positive + negative candidates (clamped
 to the screenshot, empty ones dropped). Screenshots are written as PNG under ``image_dir``.
 
+SeeClick's Mind2Web JSON steps (``bbox`` ``{x, y, width, height}`` in pixels, ``operation``) are
+read one at a time by :func:`step_from_seeclick` (the form SeeClick's and CCPO's evaluation
+scripts score).
+
 Steps are ordered by ``target_action_index``. ``split``: by default the parquet file name's
 prefix before the first ``-`` (the Hub shard naming ``<split>-00000-of-00010.parquet``, e.g.
 ``test_task``), unless ``split=`` is given.
@@ -34,6 +38,7 @@ from guirl.data.loaders._common import (
     report_skipped,
     req,
     save_png,
+    screen_box,
 )
 from guirl.data.schema import Episode, Step
 from guirl.geometry import box_center, xywh_to_xyxy
@@ -89,6 +94,59 @@ def _rect(ctx: Ctx, key: str, cand: dict) -> tuple[float, float, float, float]:
     return xywh_to_xyxy(numbers(ctx, key, r.split(","), 4))
 
 
+def action_from_operation(ctx: Ctx, op: str, original_op: str | None, value: Any, point: tuple[float, float]) -> Action:
+    """A Mind2Web operation on the element whose centre is ``point``: CLICK -> click, TYPE ->
+    type (``value``), SELECT -> select (``value``); ``original_op`` HOVER -> hover, ENTER ->
+    press ``enter`` (both keep the point)."""
+    orig = original_op or op
+    value = "" if value is None else str(value)
+    if orig == "HOVER":
+        return Action(ActionType.HOVER, point=point)
+    if orig == "ENTER":
+        return Action(ActionType.PRESS, key="enter", point=point)
+    if op == "CLICK" or orig == "CLICK":
+        return Action(ActionType.CLICK, point=point)
+    if op == "TYPE" or orig == "TYPE":
+        return Action(ActionType.TYPE, point=point, text=value)
+    if op == "SELECT" or orig == "SELECT":
+        return Action(ActionType.SELECT, point=point, text=value)
+    raise ctx.error("operation.op", f"unknown op {op!r} (original_op {orig!r}); expected CLICK, TYPE, SELECT")
+
+
+def step_from_seeclick(
+    step: dict, *, image_size: tuple[int, int], off_screen: str = "clip", ctx: Ctx | None = None, step_id: int = 0
+) -> Step:
+    """One SeeClick Mind2Web step (``bbox`` ``{x, y, width, height}`` px, or ``[x1, y1, x2, y2]``
+    px, ``operation`` with
+    ``op`` / ``original_op`` / ``value``) as a :class:`Step`; the box normalised as SeeClick's
+    ``action2step`` does (``x / W``, ``(x + width) / W``, ...), reaching past the page clipped
+    and counted, or kept (``off_screen``); the point is the centre of the box on the page."""
+    ctx = ctx or Ctx("<record>", f"step {step_id}")
+    w, h = image_size
+    b = req(ctx, step, "bbox", (dict, list))
+    if isinstance(b, list):  # [x1, y1, x2, y2] pixels (Co-EPG's evaluation rows)
+        x1, y1, x2, y2 = numbers(ctx, "bbox", b, 4)
+        x, y, bw, bh = x1, y1, x2 - x1, y2 - y1
+    else:
+        x, y, bw, bh = (float(req(ctx, b, k, (int, float))) for k in ("x", "y", "width", "height"))
+    clipped = norm_box(ctx, "bbox", (x, y, x + bw, y + bh), w, h, clamp=True)
+    box = screen_box(ctx, "bbox", (x, y, x + bw, y + bh), w, h, off_screen)
+    if clipped is None or box is None:
+        raise ctx.error("bbox", f"box {b} lies outside the {w}x{h} page")
+    op = req(ctx, step, "operation", dict)
+    kind = req(ctx, op, "op", str) if "op" in op else req(ctx, op, "original_op", str)
+    point = box_center(clipped)
+    action = action_from_operation(ctx, kind, op.get("original_op"), op.get("value"), point)
+    return Step(
+        step_id=step_id,
+        screenshot="",
+        screen_size=(w, h),
+        action=action,
+        target_box=box,
+        extra={"op": kind, "original_op": op.get("original_op") or kind, "action_uid": str(step.get("action_uid", ""))},
+    )
+
+
 def _step(ctx: Ctx, row: dict, i: int, out_dir: Path) -> Step:
     uid = as_str(ctx, "action_uid", row["action_uid"])
     ann = as_str(ctx, "annotation_id", row["annotation_id"])
@@ -112,18 +170,7 @@ def _step(ctx: Ctx, row: dict, i: int, out_dir: Path) -> Step:
             if b is not None:
                 cands.append(b)
     point = box_center(target)
-    if orig == "HOVER":
-        action = Action(ActionType.HOVER, point=point)
-    elif orig == "ENTER":
-        action = Action(ActionType.PRESS, key="enter", point=point)
-    elif kind == "CLICK":
-        action = Action(ActionType.CLICK, point=point)
-    elif kind == "TYPE":
-        action = Action(ActionType.TYPE, point=point, text=str(value))
-    elif kind == "SELECT":
-        action = Action(ActionType.SELECT, point=point, text=str(value))
-    else:
-        raise ctx.error("operation.op", f"unknown op {kind!r} (original_op {orig!r}); expected CLICK, TYPE, SELECT")
+    action = action_from_operation(ctx, kind, orig, value, point)
     reprs = row.get("target_action_reprs")
     return Step(
         step_id=i,
@@ -204,5 +251,5 @@ def load_mind2web(
                 )
 
             items.append((gctx, build))
-        collect(items, res.episodes, res.skipped, skip_bad)
+        collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)
