@@ -122,3 +122,46 @@ def test_diversity_counts_distinct_triples():
     assert d["distinct_ratio"] == pytest.approx(2 / 3)
     assert d["action_entropy_bits"] == pytest.approx(-(2 / 3) * math.log2(2 / 3) - (1 / 3) * math.log2(1 / 3))
     assert math.isnan(diversity([])["distinct_ratio"])
+
+
+# ----------------------------------------------------------------------------- protocol steps
+def _golden_m2w_rows():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "golden" / "mind2web.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_protocol_step_reproduces_seeclick_element_and_op_f1():
+    # on every golden row SeeClick scored whole (not skipped, the answer read), the element and the
+    # Op.F1 value equal the original's Ele_match and Op_F1
+    from guirl.actions.formats import FormatContext
+    from guirl.data.loaders import mind2web
+    from guirl.metrics import PROTOCOLS
+    from guirl.metrics.mind2web import score_m2w_protocol_step
+
+    p = PROTOCOLS["mind2web"]
+    n = 0
+    for r in _golden_m2w_rows():
+        if r["verdict"]["skipped"]:
+            continue
+        step = mind2web.step_from_seeclick(r["gt"]["step"], image_size=tuple(r["gt"]["image_size"]), off_screen="keep")
+        pred = p.parse(r["raw_output"], FormatContext(*step.screen_size))
+        if not pred.ok:
+            continue
+        s = score_m2w_protocol_step("t", pred, step.action, step.target_box)
+        assert s.element_correct == r["verdict"]["element"], r["case"]
+        assert s.op_f1 == pytest.approx(r["original"]["Op_F1"][0], abs=1e-12), r["case"]
+        assert s.step_success == r["verdict"]["exact"], r["case"]
+        n += 1
+    assert n > 200
+
+
+def test_protocol_step_needs_a_mind2web_protocol():
+    from guirl.metrics.mind2web import score_m2w_protocol_step
+
+    with pytest.raises(ValueError, match="operation codes"):
+        score_m2w_protocol_step(
+            "t", Action("click", point=(0.5, 0.5)), Action("click", point=(0.5, 0.5)), (0, 0, 1, 1), "ccpo"
+        )

@@ -54,6 +54,7 @@ __all__ = [
     "scroll_direction",
     "is_grounded",
     "is_counted",
+    "op_string",
     "match_step",
 ]
 
@@ -487,7 +488,9 @@ def arguments_match(pred: Action, gt: Action, rules: RuleSet, screen_size: Size 
     return True, "type matched"  # types without arguments
 
 
-def _op_string(a: Action, rule: ArgumentRule) -> str:
+def op_string(a: Action, rule: ArgumentRule) -> str:
+    """Mind2Web operation string of ``a`` under ``rule.op_codes``: ``"<code>"``, or
+    ``"<code> <text lower-cased>"`` for the types in ``op_value_types``."""
     code = rule.type_class(a.type)
     if a.type.value in rule.op_value_types:
         return f"{code} {(a.text or '').lower()}"
@@ -573,7 +576,7 @@ def match_step(
         return out(False, False, "the original fails on a screen without element boxes", True)
     if a.op_codes:
         tm = types_match(pred, gt, rules)
-        ok = text_match(_op_string(pred, a), _op_string(gt, a), rules.text)
+        ok = text_match(op_string(pred, a), op_string(gt, a), rules.text)
         if grounding is False:
             return out(tm, False, "element missed")
         return out(tm, ok, "operation matched" if ok else "operation differs")

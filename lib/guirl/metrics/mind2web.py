@@ -14,9 +14,13 @@ Mind2Web (Deng et al., NeurIPS 2023, Sec. 4 "Evaluation metrics"):
 Reported numbers are **macro** averages: each metric is averaged over the steps of a
 task, then over tasks (``macro=False`` averages over all steps instead).
 
-Tokenisation is :func:`guirl.textmatch.token_f1` (lower-cased ``\\w+`` tokens, bag of
-words); the original uses whitespace-split sets, which differs only on punctuation
-and repeated tokens.
+Tokenisation of :func:`op_f1` is :func:`guirl.textmatch.token_f1` (lower-cased ``\\w+``
+tokens, bag of words). The visual agents' evaluation code differs: SeeClick (and CCPO, Co-EPG)
+take the F1 of white-space token *sets* of ``"<code> <value lower-cased>"``, with the action type
+as a number (4 click, 3 type, 2 select), and round the element box to 3 decimals.
+:func:`score_m2w_protocol_step` scores a step exactly as a Mind2Web protocol of
+:mod:`guirl.metrics.protocols` does (``mind2web`` = SeeClick as run, ``ccpo_mind2web``,
+``coepg_mind2web``), with the Op.F1 value of that protocol's operation strings.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from dataclasses import dataclass
 
 from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.geometry import point_in_box
+from guirl.matching import op_string
+from guirl.matching.text import normalize, set_f1
+from guirl.metrics.protocols import Protocol, get_protocol
+from guirl.metrics.step import score_step
 from guirl.textmatch import token_f1
 
 OPS: tuple[str, ...] = ("CLICK", "TYPE", "SELECT")
@@ -110,6 +118,32 @@ def score_m2w_visual_step(
         f1 = 0.0
     ele = action.point is not None and point_in_box(action.point, gt_box)
     return Mind2WebStepScore(task_id, ele, f1, ele and f1 == 1.0)
+
+
+def score_m2w_protocol_step(
+    task_id: str,
+    pred: Action | ParseResult | None,
+    gt: Action,
+    gt_box: tuple[float, float, float, float],
+    protocol: str | Protocol = "mind2web",
+) -> Mind2WebStepScore:
+    """One step under a Mind2Web protocol (``mind2web``, ``ccpo_mind2web``, ``coepg_mind2web``):
+    element = the protocol's grounding, Op.F1 = the F1 of its operation strings (white-space token
+    sets), step success = its ``exact`` (:func:`guirl.metrics.score_step`). ``gt_box`` is the
+    target element's normalised box."""
+    p = get_protocol(protocol)
+    a = p.rules.args
+    if not a.op_codes:
+        raise ValueError(
+            f"protocol {p.name!r} has no Mind2Web operation codes; use mind2web, ccpo_mind2web or coepg_mind2web"
+        )
+    s = score_step(pred, gt, p, gt_box=gt_box)
+    action = pred.action if isinstance(pred, ParseResult) else pred
+    f1 = 0.0
+    if action is not None:
+        how = p.rules.text.normalize
+        f1 = set_f1(normalize(op_string(action, a), how), normalize(op_string(gt, a), how))
+    return Mind2WebStepScore(task_id, bool(s.grounding), f1, s.exact)
 
 
 def mind2web_metrics(scores: Iterable[Mind2WebStepScore], macro: bool = True) -> dict[str, float | int]:
