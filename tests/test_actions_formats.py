@@ -71,7 +71,7 @@ CASES = [
         '<action>{"action": "long_press", "coordinate": [0, 0], "time": 1.5}</action>',
         {"type": "long_press", "duration_ms": 1500},
     ),  # time seconds -> ms
-    ("ccpo", '<action>{"action": "key", "text": "a"}</action>', "unsupported"),  # key has no canonical action
+    ("ccpo", '<action>{"action": "key", "text": "a"}</action>', "no canonical key"),  # a key code guirl has no key for
     ("ccpo", "click(1,2)", "no <action>"),  # no block at all
     # ---------------------------------------------------------------- qwen_mobile_use
     (
@@ -454,3 +454,288 @@ def test_ces_text_round_trip_and_thought():
 @given(text=st.text(max_size=200))
 def test_ces_text_never_raises(text):
     assert isinstance(parse_ces_state_tracker(text).reason, str)
+
+
+# ----------------------------------------------------------------------------- vocabularies
+# The papers' own words (docs/fidelity rows CES-20/21/22, COEPG-24/25/27, CCPO-25, AL-16/17/21).
+VOCAB_CASES = [
+    # CES executor prompt: the unbraced list, words with a space, select with its option
+    (
+        "ces_executor",
+        "<answer>['action': 'press home', 'point': [-100, -100], 'input_text': 'no input text']</answer>",
+        {"type": "press", "key": "home"},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'press back', 'point': [-100, -100], 'input_text': 'no input text'}]</answer>",
+        {"type": "press", "key": "back"},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'select', 'point': [250, 500], 'input_text': 'Large'}]</answer>",
+        {"type": "select", "text": "Large", "point": (0.5, 0.5)},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'close', 'point': [-100, -100], 'input_text': 'no input text'}]</answer>",
+        {"type": "terminate", "status": "fail"},
+    ),
+    (
+        "ces_executor",
+        "<answer>[{'action': 'select', 'point': [250, 500], 'input_text': 'no input text'}]</answer>",
+        "option",
+    ),
+    # CES figures: ACTION: argument
+    ("ces_executor", "<answer>CLICK: (250, 500)</answer>", {"type": "click", "point": (0.5, 0.5)}),
+    ("ces_executor", "<answer>SCROLL: DOWN</answer>", {"type": "scroll", "direction": "down", "convention": "content"}),
+    ("ces_executor", "<answer>PRESS_HOME</answer>", {"type": "press", "key": "home"}),
+    ("ces_executor", "<answer>CLICK: 250, 500</answer>", "(x, y)"),
+    # CES code: the call syntax (points in screen pixels)
+    ("ces_executor", "<answer>click(point='(540, 1200)')</answer>", {"type": "click", "point": (0.5, 0.5)}),
+    ("ces_executor", "<answer>scroll()</answer>", {"type": "scroll"}),  # no direction stated
+    # Co-EPG Tables 9 / 10: labelled tags, the paper's words, None as no value
+    (
+        "coepg_planner",
+        "<plan> ELEMENT: the search box </plan><action> ACTION: input_text </action><value> VALUE: cats </value>",
+        {"type": "type", "text": "cats"},
+    ),
+    (
+        "coepg_planner",
+        "<plan>x</plan><action>ACTION: TERMINATE</action><value>VALUE: None</value>",
+        {"type": "terminate"},
+    ),
+    (
+        "coepg_planner",
+        "<plan>x</plan><action>ACTION: scroll</action><value>VALUE: down</value>",
+        {"type": "scroll", "direction": "down", "convention": "content"},
+    ),
+    (
+        "coepg_planner",
+        "<plan>x</plan><action>ACTION: navigate_home</action><value>VALUE: None</value>",
+        {"type": "press", "key": "home"},
+    ),
+    # mobile_use key (CCPO App. A.9) and CCPO's other vocabularies
+    ("ccpo", '<action>{"action": "key", "text": "KEYCODE_BACK"}</action>', {"type": "press", "key": "back"}),
+    ("ccpo", '<action>{"action": "key", "text": "KEYCODE_VOLUME_UP"}</action>', "KEYCODE_VOLUME_UP"),
+    ("ccpo", '<action>{"action": "PRESS_HOME"}</action>', {"type": "press", "key": "home"}),
+    ("ccpo", '<action>{"action": "COMPLETE"}</action>', {"type": "terminate", "status": "success"}),
+    ("ccpo", '<action>{"action": "hover", "coordinate": [250, 500]}</action>', {"type": "hover", "point": (0.5, 0.5)}),
+    (
+        "ccpo",
+        '<action>{"action": "select", "coordinate": [250, 500], "value": "Large"}</action>',
+        {"type": "select", "text": "Large"},
+    ),
+    # AndroidLong F.1: element boxes and the swipe distance
+    ("androidlong", 'do(action="Tap", element=[0, 0, 540, 1200])', {"type": "click", "point": (0.25, 0.25)}),
+    (
+        "androidlong",
+        'do(action="Swipe", element=[540, 1200], direction="up", dist="long")',
+        {"type": "scroll", "direction": "up"},
+    ),
+    ("androidlong", 'do(action="Swipe", direction="up", dist="far")', "dist"),
+    # UI-TARS-1.5 (AndroidLong F.4): point= and drag
+    ("uitars", "Action: click(point='<point>500 500</point>')", {"type": "click", "point": (0.5, 0.5)}),
+    ("uitars", "Action: long_press(point='<point>500 250</point>')", {"type": "long_press", "point": (0.5, 0.25)}),
+    (
+        "uitars",
+        "Action: drag(start_point='<point>500 800</point>', end_point='<point>500 200</point>')",
+        {"type": "scroll", "direction": "up", "convention": "finger"},
+    ),
+    (
+        "uitars",
+        "Action: scroll(point='<point>500 500</point>', direction='down')",
+        {"type": "scroll", "direction": "down", "point": (0.5, 0.5)},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", VOCAB_CASES)
+def test_paper_vocabularies(name, text, expected):
+    _check(get_format(name).parse(text, CTX), expected)
+
+
+def test_androidlong_keeps_the_element_box_and_writes_it():
+    f = get_format("androidlong")
+    a = f.parse('do(action="Tap", element=[108, 240, 216, 480])', CTX).action
+    assert a.extra["box"] == pytest.approx((0.1, 0.1, 0.2, 0.2))
+    assert "element=[108, 240, 216, 480]" in f.format(a, CTX)  # the box form the prompt asks for
+    s = f.parse('do(action="Swipe", element=[540, 1200], direction="up", dist="long")', CTX).action
+    assert s.extra["dist"] == "long" and 'dist="long"' in f.format(s, CTX)
+
+
+def test_coepg_terminate_status_is_undecided():
+    a = get_format("coepg_planner").parse("<action>terminate</action>", CTX).action
+    assert a.type is ActionType.TERMINATE and a.extra["status_undecided"]
+
+
+# ----------------------------------------------------------------------------- strict readings
+PHONE = {"width": 1080, "height": 2400, "image_width": 1092, "image_height": 2408}
+STRICT_CASES = [
+    # (format, pipeline, context, text, expected) -- each the original pipeline's reading
+    # AgentCPM-GUI: json.loads + the extraction schema + action_map
+    ("agentcpm", "agentcpm", PHONE, '{"POINT":[500,450]}', {"type": "click", "point": (0.5, 0.45)}),
+    ("agentcpm", "agentcpm", PHONE, '```json\n{"POINT":[500,450]}\n```', "json.loads"),  # fenced
+    ("agentcpm", "agentcpm", PHONE, 'Sure: {"POINT":[500,450]}', "json.loads"),  # prose
+    ("agentcpm", "agentcpm", PHONE, '{"POINT":[500.5,450]}', "integers"),  # a fraction
+    ("agentcpm", "agentcpm", PHONE, '{"POINT":[500.0,450]}', {"type": "click"}),  # jsonschema: 500.0 is an integer
+    ("agentcpm", "agentcpm", PHONE, '{"PRESS":"home"}', "PRESS"),  # lower case
+    ("agentcpm", "agentcpm", PHONE, '{"point":[500,450]}', "unknown key"),  # lower-case key
+    ("agentcpm", "agentcpm", PHONE, '{"DEEP_LINK":null}', {"type": "wait"}),  # a stop
+    ("agentcpm", "agentcpm", PHONE, '{"POINT":[500,450],"duration":100}', {"type": "wait"}),  # a stop too
+    ("agentcpm", "agentcpm", PHONE, '{"PRESS":"APPSELECT"}', {"type": "press", "key": "recent"}),
+    ("agentcpm", "agentcpm_paper", PHONE, '{"PRESS":"APPSELECT"}', "PRESS"),  # not the paper's key
+    ("agentcpm", "agentcpm_paper", PHONE, '{"STATUS":"start","POINT":[1,2]}', "STATUS"),
+    (
+        "agentcpm",
+        "agentcpm",
+        PHONE,
+        '{"POINT":[300,300],"to":[500,500]}',
+        {"type": "scroll", "direction": "down"},
+    ),  # tie: vertical
+    # GUI-Odyssey: simple_decode
+    ("odyssey", "guiodyssey", PHONE, "CLICK: (500.5, 450)", {"type": "click", "point": (0.5005, 0.45)}),
+    ("odyssey", "guiodyssey", PHONE, "CLICK: [500, 450]", {"type": "click"}),
+    ("odyssey", "guiodyssey", PHONE, "CLICK (500, 450)", "action_fail"),  # no colon
+    ("odyssey", "guiodyssey", PHONE, "TYPE: 10:30", {"type": "type", "text": "10"}),
+    ("odyssey", "guiodyssey", PHONE, "click: (500, 450)", "action_fail"),  # case-sensitive
+    # UI-S1: parse_tags + json.loads, the words as the evaluator compares them
+    (
+        "ccpo",
+        "uis1",
+        PHONE,
+        '<action>{"action": "click", "coordinate": [546, 1084]}</action>',
+        {"type": "click", "point": (0.5, 0.45016611295681064)},
+    ),
+    (
+        "ccpo",
+        "uis1",
+        PHONE,
+        '<action>{"action": "Click", "coordinate": [546, 1084]}</action>',
+        "no ground-truth action",
+    ),
+    ("ccpo", "uis1", PHONE, '<action>```json\n{"action": "wait"}\n```</action>', "json.loads"),
+    ("ccpo", "uis1", PHONE, '<action>{"action": "swipe"}</action>', {"type": "scroll"}),  # any swipe
+    # CCPO AndroidControl: resized -> original pixels, rounded; whole-dict words
+    (
+        "ccpo",
+        "ccpo_androidcontrol",
+        PHONE,
+        '<action>{"action": "click", "coordinate": [546, 1084]}</action>',
+        {"type": "click", "point": (540 / 1080, 1080 / 2400)},
+    ),
+    (
+        "ccpo",
+        "ccpo_androidcontrol",
+        PHONE,
+        '<action>{"action": "system_button", "button": "back"}</action>',
+        "spelling",
+    ),
+    ("ccpo", "ccpo_androidcontrol", PHONE, '<action>{"action": "wait", "time": 2, "x": 1}</action>', "whole dict"),
+    ("ccpo", "ccpo_androidcontrol", PHONE, '<action>{"action": "click"}</action>', "(-100, -100)"),
+    # CCPO GUI-Odyssey: [0, 1000] as is, larger values converted; a missing point is (0, 0)
+    (
+        "ccpo",
+        "ccpo_guiodyssey",
+        PHONE,
+        '<action>{"action": "click", "coordinate": [500, 450]}</action>',
+        {"type": "click", "point": (0.5, 0.45)},
+    ),
+    ("ccpo", "ccpo_guiodyssey", PHONE, '<action>{"action": "CLICK"}</action>', {"type": "click", "point": (0.0, 0.0)}),
+    (
+        "ccpo",
+        "ccpo_guiodyssey",
+        PHONE,
+        '<action>{"action": "SWIPE", "coordinate": [1, 2], "coordinate2": [3, 4]}</action>',
+        "SWIPE",
+    ),
+    # CCPO Mind2Web: unknown words are clicks, an empty answer a click at (0, 0)
+    (
+        "ccpo",
+        "ccpo_mind2web",
+        PHONE,
+        '<action>{"action": "tap", "coordinate": [546, 1084]}</action>',
+        {"type": "click"},
+    ),
+    ("ccpo", "ccpo_mind2web", PHONE, "", {"type": "click", "point": (0.0, 0.0)}),
+    # CCPO AITW: a Python-literal answer; a finger moving up is AITW's "scroll down"
+    (
+        "ccpo",
+        "ccpo_aitw",
+        PHONE,
+        "<action>{'action': 'swipe', 'coordinate': [500, 2000], 'coordinate2': [500, 500]}</action>",
+        {"type": "scroll", "direction": "up", "convention": "finger"},
+    ),
+    ("ccpo", "ccpo_aitw", PHONE, '<action>{"action": "long_press", "coordinate": [1, 2]}</action>', "wrong format"),
+    # CES: extract_answer_action + parse_params
+    (
+        "ces_executor",
+        "ces",
+        PHONE,
+        "<think>r</think><answer>click(point='(540, 1200)')</answer>",
+        {"type": "click", "point": (0.5, 0.5)},
+    ),
+    ("ces_executor", "ces", PHONE, "<answer>Click(point='(540, 1200)')</answer>", "extract_answer_action"),
+    (
+        "ces_executor",
+        "ces",
+        PHONE,
+        "<answer>[{'action': 'click', 'point': [540, 1200]}]</answer>",
+        "extract_answer_action",
+    ),
+    # GUI-R1: the regular expressions
+    (
+        "ces_executor",
+        "guir1",
+        PHONE,
+        "<answer>[{'action': 'click', 'point': [546, 1084], 'input_text': 'no input text'}]</answer>",
+        {"type": "click"},
+    ),
+    (
+        "ces_executor",
+        "guir1",
+        PHONE,
+        "<answer>[{'action': 'click', 'point': [546.0, 1084.0]}]</answer>",
+        {"type": "click", "point": (0.0, 0.0)},
+    ),
+    ("ces_executor", "guir1", PHONE, "no answer", {"type": "answer", "point": (0.0, 0.0), "text": "no input text"}),
+    # CoAT: json_parser with a closing brace appended; ACTION and ARGS kept
+    ("coat", "coat", PHONE, '{"ACTION": "stop", "ARGS": {}', {"type": "terminate"}),
+    ("coat", "coat", PHONE, '{"ACTION": "stop"}', "ARGS"),
+    ("coat", "coat", PHONE, '{"ACTION": "input_text", "ARGS": {"text": "a"}}', "format miss"),
+    ("coat", "coat", PHONE, '{"ACTION": "scroll", "ARGS": {"direction": "Up"}}', "annotation word"),
+    # SeeClick: ast.literal_eval
+    (
+        "seeclick",
+        "seeclick",
+        PHONE,
+        '{"action_type": 4, "click_point": (0.3, 0.3)}',
+        {"type": "click", "point": (0.3, 0.3)},
+    ),
+    ("seeclick", "seeclick", PHONE, '{"action_type": "4", "click_point": (0.3, 0.3)}', {"type": "click"}),
+    ("seeclick", "seeclick", PHONE, '{"action_type": 4, "click_point": (0.3, 0.3), "x": true}', "literal_eval"),
+]
+
+
+@pytest.mark.parametrize("name, pipeline, ctx, text, expected", STRICT_CASES)
+def test_strict_readings(name, pipeline, ctx, text, expected):
+    _check(get_format(name).parse(text, FormatContext(**ctx, strict=True, pipeline=pipeline)), expected)
+
+
+def test_unknown_pipeline_is_named():
+    res = get_format("ccpo").parse("<action>{}</action>", FormatContext(strict=True, pipeline="nope"))
+    assert not res.ok and "nope" in res.reason and "ccpo_aitw" in res.reason
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=ACTIONS)
+def test_strict_reading_of_what_the_format_writes(a):
+    # AgentCPM-GUI and SeeClick write what their own pipelines accept: the strict reading of a
+    # formatted action is the tolerant one
+    for name in ("agentcpm", "seeclick"):
+        f = get_format(name)
+        if not f.can_format(a):
+            continue
+        text = f.format(a, CTX)
+        strict = f.parse(text, FormatContext(**{**CTX.__dict__, "strict": True}))
+        assert strict.ok, (name, text, strict.reason)
+        assert strict.action == f.parse(text, CTX).action, (name, text)

@@ -9,8 +9,12 @@ start=[..], end=[..])``, ``do(action="Enter")``, ``do(action="Wait", duration="2
 An optional ``<think>..</think><answer>..</answer>`` wrapper (AutoGLM) is accepted.
 
 * Units: ``element`` in **screen pixels** of the original screenshot (AndroidLab bounds); a
-  4-number box is reduced to its centre (the box is kept in ``extra["box"]``). ``format`` writes
-  the point form ``element=[x, y]``.
+  4-number box (the form AndroidLong's prompt asks for: top-left and bottom-right of one of the
+  screen's elements) is reduced to its centre and kept, normalised, in ``extra["box"]``.
+  ``format`` writes the box form ``element=[x1, y1, x2, y2]`` when the action carries
+  ``extra["box"]`` (the element's normalised box), else the point form ``element=[x, y]``.
+* ``Swipe`` takes an optional ``dist`` (``long`` / ``medium`` / ``short``), kept in
+  ``extra["dist"]`` and written back.
 * ``Swipe`` direction: **finger** convention (a swipe gesture); ``start``/``end`` give it from
   the points.
 * ``finish(message=...)`` -> terminate success (message in ``extra["message"]``); terminate fail
@@ -24,11 +28,13 @@ from __future__ import annotations
 import re
 
 from guirl.actions.formats._base import (
+    OUTSIDE,
     ActionFormat,
     FormatContext,
     FormatFail,
     check_direction,
     fmt_num,
+    number,
     point_in,
     py_call,
     py_dstr,
@@ -94,9 +100,15 @@ class AndroidLongFormat(ActionFormat):
         act = kw.get("action")
         if not isinstance(act, str):
             raise FormatFail(f'do() needs action="...", got {act!r}')
-        extra = {}
+        extra: dict = {}
         if isinstance(kw.get("element"), (list, tuple)) and len(kw["element"]) == 4:
-            extra["box"] = list(kw["element"])
+            x1, y1, x2, y2 = (number(v, "element") for v in kw["element"])
+            box = (x1 / ctx.width, y1 / ctx.height, x2 / ctx.width, y2 / ctx.height)
+            if not all(0.0 <= v <= 1.0 for v in box) or box[2] < box[0] or box[3] < box[1]:
+                raise FormatFail(
+                    f"{OUTSIDE}: element box {list(kw['element'])} is not a box on the {ctx.width}x{ctx.height} screen"
+                )
+            extra["box"] = box
         if act in ("Tap", "Long Press"):
             if "element" not in kw:
                 raise FormatFail(f"{act} needs element=[x, y] or [x1, y1, x2, y2]")
@@ -109,6 +121,10 @@ class AndroidLongFormat(ActionFormat):
                 a = scroll_from_points(point_in(sp, kw["start"], "start"), point_in(sp, kw["end"], "end"), "finger")
             else:
                 start = point_in(sp, kw["element"], "element") if kw.get("element") is not None else None
+                if kw.get("dist") is not None:
+                    if kw["dist"] not in ("long", "medium", "short"):
+                        raise FormatFail(f"Swipe dist must be long, medium or short, got {kw['dist']!r}")
+                    extra["dist"] = kw["dist"]
                 a = Action(
                     ActionType.SCROLL,
                     point=start,
@@ -137,7 +153,14 @@ class AndroidLongFormat(ActionFormat):
         sp = ctx.space("pixel")
         a, t = action, action.type
 
-        def el(p: tuple[float, float]) -> str:
+        dist = f', dist="{a.extra["dist"]}"' if a.extra.get("dist") in ("long", "medium", "short") else ""
+
+        def el(p: tuple[float, float], use_box: bool = True) -> str:
+            box = a.extra.get("box")
+            if use_box and isinstance(box, (list, tuple)) and len(box) == 4:
+                x1, y1 = sp.from_norm((box[0], box[1]))
+                x2, y2 = sp.from_norm((box[2], box[3]))
+                return f"[{x1}, {y1}, {x2}, {y2}]"
             x, y = sp.from_norm(p)
             return f"[{x}, {y}]"
 
@@ -147,11 +170,11 @@ class AndroidLongFormat(ActionFormat):
             call = f'do(action="Type", text={py_dstr(a.text)})'  # type: ignore[arg-type]
         elif t is ActionType.SCROLL:
             if a.point is not None and a.point2 is not None:
-                call = f'do(action="Swipe", start={el(a.point)}, end={el(a.point2)})'
+                call = f'do(action="Swipe", start={el(a.point, False)}, end={el(a.point2, False)})'
             elif a.point is not None:
-                call = f'do(action="Swipe", element={el(a.point)}, direction="{a.direction}")'
+                call = f'do(action="Swipe", element={el(a.point)}, direction="{a.direction}"{dist})'
             else:
-                call = f'do(action="Swipe", direction="{a.direction}")'
+                call = f'do(action="Swipe", direction="{a.direction}"{dist})'
         elif t is ActionType.PRESS:
             call = f'do(action="{a.key.capitalize()}")'  # type: ignore[union-attr]
         elif t is ActionType.OPEN_APP:

@@ -1,6 +1,11 @@
 r"""CES (Coordinator-Executor-State tracker) outputs.
 
-* ``ces_executor``: the GUI-R1-style executor answer
+* ``ces_executor``: the CES executor's answer, read tolerantly in any of the forms CES shows
+  (the prompt's bracketed list, with or without braces; the call syntax of its code,
+  ``click(point='(x, y)')``; the ``CLICK: (x, y)`` / ``SCROLL: DOWN`` / ``PRESS_HOME`` form of its
+  figures) with the prompt's words (``press home`` / ``press back`` with a space, ``select`` with
+  the option in ``input_text``, ``close``, ``enter``, ``complete``). ``format`` writes the
+  GUI-R1-style executor answer
   ``<think>...</think><answer>[{'action': 'click', 'point': [x, y], 'input_text': 'no input text'}]</answer>``
   -- a Python-literal list of dicts (single quotes). Vocabulary and placeholders from the
   GUI-R1 AndroidControl prompt: actions wait, long_press, click, press_back, press_home, type,
@@ -63,7 +68,59 @@ _SIMPLE = {
     "press_home": Action(ActionType.PRESS, key="home"),
     "enter": Action(ActionType.PRESS, key="enter"),
     "complete": Action(ActionType.TERMINATE, status="success"),
+    # CES's executor prompt lists "close" without saying what it does: read as ending the task
+    # without success
+    "close": Action(ActionType.TERMINATE, status="fail", extra={"word": "close"}),
 }
+#: The CES prompt's spellings of the GUI-R1 words.
+_ALIASES = {"press home": "press_home", "press back": "press_back", "press_enter": "enter", "press enter": "enter"}
+_WORD_ARG = re.compile(r"([A-Z_]+)(?:\s*:\s*(.*))?", re.DOTALL)
+_WORD_ACTIONS = (
+    "CLICK",
+    "LONG_PRESS",
+    "SCROLL",
+    "TYPE",
+    "OPEN_APP",
+    "PRESS_HOME",
+    "PRESS_BACK",
+    "ENTER",
+    "COMPLETE",
+    "WAIT",
+)
+
+
+def _answer_literal(body: str) -> Any:
+    """The answer as a Python literal: a list of dicts, a dict, or the prompt's unbraced
+    ``['action': 'click', 'point': [x, y], ...]`` (read as the dict it means)."""
+    try:
+        return ast.literal_eval(body)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        pass
+    b = body.strip()
+    if b.startswith("[") and b.endswith("]") and not b[1:].lstrip().startswith(("{", "[")):
+        try:
+            return ast.literal_eval("{" + b[1:-1] + "}")
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            pass
+    raise FormatFail(f"answer is not a Python literal: {body[:80]!r}")
+
+
+def _word_action(word: str, arg: str, ctx: FormatContext) -> Action:
+    """The ``ACTION: argument`` form of CES's figures (``CLICK: (x, y)``, ``SCROLL: DOWN``,
+    ``PRESS_HOME``); points in the same space as the list form."""
+    if word in ("CLICK", "LONG_PRESS"):
+        m = re.fullmatch(r"[\(\[]\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*[\)\]]", arg)
+        if not m:
+            raise FormatFail(f"{word} needs '(x, y)', got {arg[:40]!r}")
+        p = point_in(ctx.space("resized"), [float(m.group(1)), float(m.group(2))])
+        return Action(ActionType.CLICK if word == "CLICK" else ActionType.LONG_PRESS, point=p)
+    if word == "SCROLL":
+        return Action(ActionType.SCROLL, direction=check_direction(arg), convention="content")  # type: ignore[arg-type]
+    if word in ("TYPE", "OPEN_APP"):
+        if not arg:
+            raise FormatFail(f"{word} needs a text")
+        return Action(ActionType.TYPE if word == "TYPE" else ActionType.OPEN_APP, text=arg)
+    return _SIMPLE[{"PRESS_HOME": "press_home", "PRESS_BACK": "press_back"}.get(word, word.lower())]
 
 
 class CESExecutorFormat(ActionFormat):
@@ -113,10 +170,10 @@ class CESExecutorFormat(ActionFormat):
         call = re.fullmatch(r"\s*([a-z_]+)\((.*)\)\s*", body, re.DOTALL)
         if call and not body.lstrip().startswith(("[", "{")):
             return self._ok(ces_call_action(call.group(1), parse_params(call.group(2)), ctx), text, tag(text, "think"))
-        try:
-            val: Any = ast.literal_eval(body)
-        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-            raise FormatFail(f"answer is not a Python literal: {body[:80]!r}") from None
+        word = _WORD_ARG.fullmatch(body.strip())
+        if word and word.group(1) in _WORD_ACTIONS:
+            return self._ok(_word_action(word.group(1), (word.group(2) or "").strip(), ctx), text, tag(text, "think"))
+        val = _answer_literal(body)
         if isinstance(val, list):
             if not val:
                 raise FormatFail("answer list is empty")
@@ -126,14 +183,20 @@ class CESExecutorFormat(ActionFormat):
         kind = val.get("action")
         if not isinstance(kind, str):
             raise FormatFail(f"missing or non-string 'action': {kind!r}")
-        kind = kind.strip().lower()
+        kind = _ALIASES.get(kind.strip().lower(), kind.strip().lower())
         if kind in _SIMPLE:
             a = _SIMPLE[kind]
-        elif kind in ("click", "long_press"):
+        elif kind in ("click", "long_press", "select"):
             if "point" not in val:
                 raise FormatFail(f"{kind} needs 'point'")
             p = point_in(ctx.space("resized"), val["point"])
-            a = Action(ActionType.CLICK if kind == "click" else ActionType.LONG_PRESS, point=p)
+            if kind == "select":
+                option = text_arg(val.get("input_text"), "input_text")
+                if option == NO_TEXT:
+                    raise FormatFail("select needs the option in input_text")
+                a = Action(ActionType.SELECT, point=p, text=option)
+            else:
+                a = Action(ActionType.CLICK if kind == "click" else ActionType.LONG_PRESS, point=p)
         elif kind in ("type", "open_app"):
             t = text_arg(val.get("input_text"), "input_text")
             if t == NO_TEXT:

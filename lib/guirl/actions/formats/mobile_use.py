@@ -4,9 +4,14 @@ Qwen2.5-VL ``<tool_call>`` wrapper.
 Conventions (sources):
 
 * Arguments of the ``mobile_use`` tool (qwen-agent ``MobileUse`` tool description, as used by
-  AgentCPM-GUI ``eval/utils/qwen_mobile_tool.py`` and UI-S1): ``action`` in click, long_press,
-  swipe, type, system_button, open, wait, terminate, answer (and ``key``, which has no canonical
-  counterpart); ``coordinate`` / ``coordinate2`` ``[x, y]``; ``text`` for type / answer / open;
+  AgentCPM-GUI ``eval/utils/qwen_mobile_tool.py`` and UI-S1; CCPO App. A.9): ``action`` in key,
+  click, long_press, swipe, type, answer, system_button, open, wait, terminate. ``key`` sends an
+  Android key code (``text``): KEYCODE_BACK / HOME / ENTER / APP_SWITCH (and the bare names) are
+  the canonical keys; any other code fails with its name. The tolerant reading also takes the
+  words of CCPO's other test files (GUI-Odyssey's ``SCROLL`` / ``PRESS_HOME`` / ``PRESS_BACK`` /
+  ``PRESS_RECENT`` / ``COMPLETE`` / ``IMPOSSIBLE``, Mind2Web's ``hover`` / ``select`` / ``enter``);
+  their coordinates are read in this format's space (the evaluators' own readings are the strict
+  pipelines); ``coordinate`` / ``coordinate2`` ``[x, y]``; ``text`` for type / answer / open;
   ``time`` in **seconds** for long_press and wait; ``button`` in Back / Home / Menu / Enter;
   ``status`` in success / failure.
 * Coordinates are absolute pixels of the image Qwen2.5-VL saw after ``smart_resize`` (UI-S1
@@ -47,6 +52,23 @@ _BUTTONS = {"back": "back", "home": "home", "enter": "enter", "menu": "recent"}
 _BUTTON_OUT = {"back": "Back", "home": "Home", "enter": "Enter", "recent": "Menu"}
 _STATUS = {"success": "success", "failure": "fail", "fail": "fail"}
 _STATUS_OUT = {"success": "success", "fail": "failure"}
+_KEYCODES = {
+    "KEYCODE_BACK": "back",
+    "KEYCODE_HOME": "home",
+    "KEYCODE_ENTER": "enter",
+    "KEYCODE_APP_SWITCH": "recent",
+    "BACK": "back",
+    "HOME": "home",
+    "ENTER": "enter",
+    "APP_SWITCH": "recent",
+}
+_ODYSSEY_WORDS = {
+    "press_home": Action(ActionType.PRESS, key="home"),
+    "press_back": Action(ActionType.PRESS, key="back"),
+    "press_recent": Action(ActionType.PRESS, key="recent"),
+    "complete": Action(ActionType.TERMINATE, status="success"),
+    "impossible": Action(ActionType.TERMINATE, status="fail"),
+}
 
 MOBILE_USE_TYPES = frozenset(
     {
@@ -87,6 +109,23 @@ def args_to_action(args: Any, ctx: FormatContext, space_kind: str = "resized") -
             raise FormatFail(f"{kind} needs field {key!r}")
         return point_in(space, args[key], key)
 
+    if kind in _ODYSSEY_WORDS:
+        return _ODYSSEY_WORDS[kind]
+    if kind == "scroll":  # GUI-Odyssey's word for a swipe
+        kind = "swipe"
+    if kind == "key":
+        code = args.get("text")
+        if not isinstance(code, str) or code.strip().upper() not in _KEYCODES:
+            raise FormatFail(f"key code {code!r} has no canonical key; known: {sorted(_KEYCODES)}")
+        return Action(ActionType.PRESS, key=_KEYCODES[code.strip().upper()])  # type: ignore[arg-type]
+    if kind == "hover":
+        return Action(ActionType.HOVER, point=coord("coordinate"))
+    if kind == "enter":
+        p = coord("coordinate") if args.get("coordinate") is not None else None
+        return Action(ActionType.PRESS, key="enter", point=p)
+    if kind == "select":
+        v = args.get("value", args.get("text"))
+        return Action(ActionType.SELECT, point=coord("coordinate"), text=text_arg(v, "value"))
     if kind == "click":
         return Action(ActionType.CLICK, point=coord("coordinate"))
     if kind == "long_press":

@@ -16,6 +16,11 @@ Conventions (sources):
 * ``finished()`` submits the task "regardless of whether it succeeds or fails" -> terminate
   success; terminate fail cannot be expressed.
 * String arguments are Python single-quoted literals (quotes/backslashes escaped).
+* The UI-TARS-1.5 spelling (AndroidLong's baseline prompt) is read too:
+  ``click(point='<point>x y</point>')``, ``long_press(point=...)``, ``scroll(point=...,
+  direction=...)`` and ``drag(start_point=..., end_point=...)`` -- a swipe between two points,
+  read as a scroll in the finger direction of start -> end; ``finished(content=...)``. Its points
+  are read on the same ``[0, 1000]`` grid (the prompt does not state the space).
 
 Round-trip tolerance: 0.5/1000 per axis.
 """
@@ -34,6 +39,7 @@ from guirl.actions.formats._base import (
     point_in,
     py_call,
     py_str,
+    scroll_from_points,
     text_arg,
 )
 from guirl.actions.types import Action, ActionType, ParseResult
@@ -42,9 +48,13 @@ _BOX = re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?")
 
 
 def parse_box(s: object, ctx: FormatContext, what: str = "start_box") -> tuple[float, float]:
-    """``'<|box_start|>(x,y)<|box_end|>'`` / ``'(x1,y1,x2,y2)'`` / ``'[x, y]'`` in [0, 1000] -> normalised."""
+    """``'<|box_start|>(x,y)<|box_end|>'`` / ``'(x1,y1,x2,y2)'`` / ``'[x, y]'`` /
+    ``'<point>x y</point>'`` in [0, 1000] -> normalised."""
     if not isinstance(s, str):
         raise FormatFail(f"{what} must be a string like '(x,y)', got {s!r}")
+    pm = re.fullmatch(r"\s*<point>\s*([-+0-9.eE]+)[\s,]+([-+0-9.eE]+)\s*</point>\s*", s)
+    if pm:
+        return point_in(ctx.space("thousand"), [float(pm.group(1)), float(pm.group(2))], what)
     inner = s.replace("<|box_start|>", "").replace("<|box_end|>", "").strip()
     if not re.fullmatch(r"[\(\[]\s*[^()\[\]]*[\)\]]", inner):
         raise FormatFail(f"{what} must look like '(x,y)', got {s!r}")
@@ -90,8 +100,9 @@ class UITarsFormat(ActionFormat):
         name, args, kw = py_call(call)
         if args:
             raise FormatFail(f"{name}() takes keyword arguments only")
+        box_kw = "point" if "point" in kw else "start_box"  # UI-TARS-1.5 / 1.0
         if name == "click":
-            a = Action(ActionType.CLICK, point=parse_box(kw.get("start_box"), ctx))
+            a = Action(ActionType.CLICK, point=parse_box(kw.get(box_kw), ctx, box_kw))
         elif name == "long_press":
             t = kw.get("time", "")
             ms = None
@@ -99,14 +110,18 @@ class UITarsFormat(ActionFormat):
                 ms = int(round(number(float(t) if isinstance(t, str) else t, "time")))
                 if ms < 0:
                     raise FormatFail(f"time must be >= 0 ms, got {t!r}")
-            a = Action(ActionType.LONG_PRESS, point=parse_box(kw.get("start_box"), ctx), duration_ms=ms)
+            a = Action(ActionType.LONG_PRESS, point=parse_box(kw.get(box_kw), ctx, box_kw), duration_ms=ms)
         elif name == "type":
             a = Action(ActionType.TYPE, text=text_arg(kw.get("content"), "content"))
         elif name == "scroll":
-            start = parse_box(kw["start_box"], ctx) if kw.get("start_box") else None
+            start = parse_box(kw[box_kw], ctx, box_kw) if kw.get(box_kw) else None
             a = Action(
                 ActionType.SCROLL, point=start, direction=check_direction(kw.get("direction")), convention="content"
             )  # type: ignore[arg-type]
+        elif name == "drag":
+            p = parse_box(kw.get("start_point"), ctx, "start_point")
+            q = parse_box(kw.get("end_point"), ctx, "end_point")
+            a = scroll_from_points(p, q, "finger", "drag")
         elif name == "open_app":
             a = Action(ActionType.OPEN_APP, text=text_arg(kw.get("app_name"), "app_name"))
         elif name in ("press_back", "press_home", "press_enter"):
