@@ -472,3 +472,175 @@ def test_convert_dataset_writes_episodes_and_manifest(tmp_path, name):
     assert man["n_episodes"] == len(eps) and len(man["skipped"]) == 1
     root = Path(man["image_root"])
     assert all((root / s.screenshot).is_file() for e in eps for s in e.steps)
+
+
+# ----------------------------------------------------------------------------- real public files
+# Excerpts of the published files (tests/fixtures/real/README.md: source, commit, licence). Each
+# loads strictly or with every adjustment counted; nothing is dropped silently. The screenshots
+# are not part of the excerpts: placeholder PNGs of the screen size stand in for them under an
+# image_root, as a user's local copy of the images would.
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+def _placeholders(src: Path, out: Path, size_of) -> Path:
+    import json
+
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for line in src.read_text(encoding="utf-8").splitlines():
+        for s in json.loads(line)["steps"]:
+            p = out / Path(s["screenshot"]).name
+            if not p.exists():
+                Image.new("RGB", size_of(s)).save(p)
+    return out
+
+
+def _phone(s):
+    return (1080, 2400)
+
+
+def _page(s):  # CCPO's Mind2Web file: img_size is [height, width]
+    return (s["img_size"][1], s["img_size"][0])
+
+
+# (loader, excerpt, placeholder size, expected counts with image_root, kinds of adjustment)
+REAL_STD = [
+    # 5 episodes, 30 steps: 30 screenshots remapped, 7 candidate boxes 1-4 px past the 1080 x 2400
+    # screen clipped (episodes 8197, 54, 62 and others)
+    (
+        "uis1",
+        "uis1/android_control_evaluation_std.jsonl",
+        _phone,
+        {"loaded": 5, "adjusted": 5, "adjustments": 37, "rejected": 0},
+    ),
+    # 2 episodes, 6 steps: 6 remaps, 1 clipped box (x2 = 1084)
+    (
+        "ccpo_androidcontrol",
+        "ccpo_androidcontrol/android_control_test.jsonl",
+        _phone,
+        {"loaded": 2, "adjusted": 2, "adjustments": 7, "rejected": 0},
+    ),
+    # 1 episode, 10 steps on GUI-Odyssey's [0, 1000] grid: 10 remaps
+    (
+        "ccpo_guiodyssey",
+        "ccpo_guiodyssey/guio_test.jsonl",
+        _phone,
+        {"loaded": 1, "adjusted": 1, "adjustments": 10, "rejected": 0},
+    ),
+    # 2 episodes, 13 steps (click, hover): 13 remaps; the page size comes from img_size
+    (
+        "ccpo_mind2web",
+        "ccpo_mind2web/mind2web_test.jsonl",
+        _page,
+        {"loaded": 2, "adjusted": 2, "adjustments": 13, "rejected": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, rel, size_of, counts", REAL_STD, ids=[r[0] for r in REAL_STD])
+def test_real_std_file_loads_with_every_adjustment_counted(tmp_path, name, rel, size_of, counts):
+    src = REAL / rel
+    images = _placeholders(src, tmp_path / "images", size_of)
+    res = load_dataset(name, src, image_root=images)  # strict: a bad record would raise
+    assert res.counts() == counts
+    n_lines = len(src.read_text(encoding="utf-8").splitlines())
+    assert len(res.episodes) + len(res.skipped) == n_lines  # nothing dropped silently
+    for _, _, what in res.adjusted:
+        assert ("remapped" in what and "under image_root" in what) or "clipped to the screen" in what, what
+    for e in res.episodes:
+        for s in e.steps:
+            assert (images / s.screenshot).is_file()  # every screenshot resolves under image_root
+            assert all(0.0 <= v <= 1.0 for b in s.candidate_boxes for v in b)
+    # the screen size is the record's where it has one (img_size), else the image's
+    size = (1280, 720) if name == "ccpo_mind2web" else (1080, 2400)
+    assert all(s.screen_size == size for e in res.episodes for s in e.steps)
+
+
+@pytest.mark.parametrize("name, rel", [(r[0], r[1]) for r in REAL_STD if r[0] != "ccpo_mind2web"])
+def test_real_std_file_without_image_root_names_the_missing_screenshot(name, rel):
+    # the published paths are the authors' machines': without image_root each episode is rejected,
+    # counted and named, never loaded half-way
+    res = load_dataset(name, REAL / rel, skip_bad=True)
+    assert res.episodes == [] and len(res.skipped) == len((REAL / rel).read_text().splitlines())
+    assert all("does not exist" in why and why.startswith("screenshot") for _, _, why in res.skipped)
+
+
+def test_real_off_screen_boxes_are_clipped_or_kept_as_annotated(tmp_path):
+    src = REAL / "uis1/android_control_evaluation_std.jsonl"
+    images = _placeholders(src, tmp_path / "images", _phone)
+    keep = load_dataset("uis1", src, image_root=images, off_screen="keep")
+    assert keep.counts()["adjustments"] == 30  # only the remaps
+    assert any(b[2] > 1.0 for e in keep.episodes for s in e.steps for b in s.candidate_boxes)
+    with pytest.raises(DatasetFormatError, match="reaches outside the screen"):
+        load_dataset("uis1", src, image_root=images, off_screen="reject")
+
+
+def test_real_swipe_conventions_follow_their_converters(tmp_path):
+    # UI-S1's converter writes AndroidControl's "scroll down" as the finger moving up (1800 -> 600);
+    # CCPO's converter draws the same direction as a motion downwards (600 -> 1800). Both load as
+    # content "down" with their points as stored; read in the other file's convention, every
+    # swipe contradicts its stated direction and is counted.
+    ui = REAL / "uis1/android_control_evaluation_std.jsonl"
+    cc = REAL / "ccpo_androidcontrol/android_control_test.jsonl"
+    images = _placeholders(ui, tmp_path / "images", _phone)
+    _placeholders(cc, images, _phone)
+    a = load_dataset("uis1", ui, image_root=images)
+    b = load_dataset("ccpo_androidcontrol", cc, image_root=images)
+    swipes_a = [s.action for e in a.episodes for s in e.steps if s.action.type is S]
+    swipes_b = [s.action for e in b.episodes for s in e.steps if s.action.type is S]
+    assert len(swipes_a) == 5 and len(swipes_b) == 1
+    assert all((x.direction, x.convention) == ("down", "content") for x in swipes_a + swipes_b)
+    assert all(x.point[1] > x.point2[1] for x in swipes_a)  # finger up
+    assert all(x.point[1] < x.point2[1] for x in swipes_b)  # drawn downwards
+    # crossing the conventions: each swipe is reported
+    from guirl.data.loaders.uis1 import load_std
+
+    crossed_a = load_std(ui, image_root=images, swipe="content")
+    crossed_b = load_std(cc, image_root=images, swipe="finger")
+    assert sum("contradict" in w or "shows content direction" in w for _, _, w in crossed_a.adjusted) == 5
+    assert sum("shows content direction" in w for _, _, w in crossed_b.adjusted) == 1
+
+
+def test_real_guiodyssey_file_direction_is_the_content_sense():
+    # CCPO's GUI-Odyssey file: SCROLL "LEFT" for a finger moving right (352 -> 654 on [0, 1000])
+    from guirl.data.loaders.uis1 import step_from_std
+
+    line = (REAL / "ccpo_guiodyssey/guio_test.jsonl").read_text().splitlines()[0]
+    import json
+
+    st = step_from_std(json.loads(line)["steps"][0], screen_size=(1080, 2400), vocabulary="guiodyssey")
+    assert (st.action.direction, st.action.convention) == ("left", "content")
+    assert st.action.in_convention("finger").direction == "right" and st.action.point == (0.352, 0.55)
+
+
+def test_real_aitz_example_and_release_layouts(tmp_path):
+    import shutil
+
+    ex = load_dataset("aitz", REAL / "aitz_example")
+    assert ex.counts() == {"loaded": 1, "adjusted": 1, "adjustments": 4, "rejected": 0}  # 4 screenshots beside the JSON
+    assert all("beside the episode JSON" in w for _, _, w in ex.adjusted)
+    ep = "GOOGLE_APPS-523638528775825151"
+    shutil.copytree(REAL / "aitz_example" / ep, tmp_path / "test" / "google_apps" / ep)
+    rel = load_dataset("aitz", tmp_path / "test")
+    assert rel.counts() == {"loaded": 1, "adjusted": 0, "adjustments": 0, "rejected": 0}
+    assert [s.action for s in rel.episodes[0].steps] == [s.action for s in ex.episodes[0].steps]
+    assert [s.action.type.value for s in rel.episodes[0].steps] == ["press", "scroll", "click", "terminate"]
+
+
+def test_guir1_pixel_boxes(tmp_path):
+    # GUI-R1's published test parquets store gt_bbox in pixels (eval_omni.py subtracts pixels)
+    from guirl.data.loaders.guir1 import step_from_row
+
+    st = step_from_row(
+        {"gt_action": "click", "gt_bbox": [540, 1200], "gt_input_text": "no input text"}, screen_size=(1080, 2400)
+    )
+    assert st.action.point == (0.5, 0.5)
+    box = step_from_row(
+        {"gt_action": "click", "gt_bbox": [108, 240, 216, 480], "gt_input_text": ""}, screen_size=(1080, 2400)
+    )
+    assert box.target_box == (0.1, 0.1, 0.2, 0.2) and box.action.point == pytest.approx((0.15, 0.15))
+    norm = step_from_row({"gt_action": "click", "gt_bbox": [0.5, 0.5], "gt_input_text": ""}, screen_size=(1080, 2400))
+    assert norm.action.point == (0.5, 0.5)  # all values in [0, 1]: normalised
+    with pytest.raises(DatasetFormatError, match="outside"):
+        step_from_row({"gt_action": "click", "gt_bbox": [1500, 10], "gt_input_text": ""}, screen_size=(1080, 2400))

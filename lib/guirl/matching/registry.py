@@ -294,12 +294,13 @@ _EVALUATORS: tuple[RuleSet, ...] = (
     # Co-EPG (AAAI 2026) App. A: on AndroidControl the grounder's point is mapped to the smallest
     # visible element containing it (UGround) and must be the gt point's element; arguments of
     # other steps are not stated: type equality plus lower/strip-equal text / app and equal
-    # content-convention scroll direction.
+    # content-convention scroll direction; "terminate" (Table 10) covers done and impossible, so
+    # its status is not compared.
     RuleSet(
         "coepg",
         ClickRule(box_mode="smallest_element"),
         TextRule("exact", normalize="lower_strip"),
-        ArgumentRule(scroll_convention="content"),
+        ArgumentRule(scroll_convention="content", terminate_status_checked=False),
         source="Co-EPG App. A (UGround element mapping); argument rule assumed",
     ),
     # Co-EPG Sec. 5.1 on Multimodal-Mind2Web: point inside the target box; Op.F1 of
