@@ -1,9 +1,9 @@
 """Schema of the golden files (tests/fixtures/golden): the original evaluators' verdicts.
 
-This module checks that the fixtures are well formed and documented -- every protocol has a
-file, every row has the required fields with the right types, verdicts are booleans, case labels
+This module checks that the fixtures are well formed and documented -- every file is named after
+a registered protocol, every row has the required fields with the right types, verdicts are booleans, case labels
 are unique, and the README lists every fixture with its row count. Whether guirl's protocols
-*reproduce* the verdicts is issue 11's agreement test, added with the protocol fixes.
+*reproduce* the verdicts is tests/test_golden.py.
 """
 
 from __future__ import annotations
