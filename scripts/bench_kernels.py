@@ -99,7 +99,7 @@ def build_pool(fmt_name: str, n: int, seed: int, ctx: FormatContext) -> list[tup
 
 def bench(triple: str, n: int, seed: int, repeat: int) -> dict[str, object]:
     fmt_name, proto_name, reward_name = TRIPLES[triple]
-    ctx = FormatContext(width=1080, height=2400)
+    ctx = FormatContext(width=1080, height=2400, min_pixels=3136, max_pixels=12845056)  # paper profiles
     fmt, proto, reward = get_format(fmt_name), get_protocol(proto_name), get_reward(reward_name).fn
     pool = build_pool(fmt_name, n, seed, ctx)
     gts = [GroundTruth(gt, box=box) for _, gt, box in pool]

@@ -23,7 +23,13 @@ from guirl.analysis.accounting import (
     vision_matmul_params,
     window_segments,
 )
-from guirl.imaging import visual_tokens
+from guirl.imaging import PixelBudgetError, visual_tokens
+from guirl.papers import paper_results
+
+#: The paper profiles' budget (configs/profiles/base/paper.yaml): 1080x2400 -> 1092x2408.
+PAPER = dict(min_pixels=3136, max_pixels=12845056)
+#: The released processor constructor's budget (1280 tokens), the former library default.
+PROC = dict(min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -31,21 +37,66 @@ from guirl.imaging import visual_tokens
     "w, h, max_pixels, expected",
     [
         (280, 504, 28 * 28 * 1280, 180),  # already on the grid: 10 x 18
-        (1080, 2400, 28 * 28 * 1280, 1272),  # phone screen, default budget: 24 x 53
-        (1080, 2400, 1024 * 28 * 28, 987),  # phone screen, 1024-token budget: 21 x 47
+        (1080, 2400, 12845056, 3354),  # phone screen, the paper profiles' budget: 39 x 86 (1092x2408)
+        (1080, 2400, 28 * 28 * 1280, 1272),  # phone screen, the processor's 1280 tokens: 24 x 53
+        (1080, 2400, 1024 * 28 * 28, 987),  # phone screen, Co-EPG App. B's 1024 tokens: 21 x 47
         (10, 10, 28 * 28 * 1280, 4),  # lifted to min_pixels: 2 x 2
     ],
 )
 def test_image_tokens(w, h, max_pixels, expected):
-    assert image_tokens(w, h, max_pixels=max_pixels) == expected
-    assert visual_tokens(h, w, max_pixels=max_pixels) == expected  # (height, width) order there
+    assert image_tokens(w, h, min_pixels=3136, max_pixels=max_pixels) == expected
+    assert visual_tokens(h, w, min_pixels=3136, max_pixels=max_pixels) == expected  # (height, width) order there
 
 
 def test_image_tokens_width_height_order_matters():
     # 300x500 -> 308x504 (11 x 18 = 198 tokens); transposed 500x300 -> 504x308, same count,
     # but 280x1000 vs 1000x280 differ from a wrong swap only through rounding: check both
-    assert image_tokens(300, 500) == 198
-    assert image_tokens(56, 2800) == visual_tokens(2800, 56) == 2 * 100
+    assert image_tokens(300, 500, **PROC) == 198
+    assert image_tokens(56, 2800, **PROC) == visual_tokens(2800, 56, **PROC) == 2 * 100
+
+
+def test_the_pixel_budget_is_required():
+    # no default budget (CCPO-29): an image without the budget is an error naming the argument
+    with pytest.raises(TypeError, match="min_pixels"):
+        image_tokens(1080, 2400)  # type: ignore[call-arg]
+    with pytest.raises(PixelBudgetError, match="prompt_length: min_pixels is required"):
+        prompt_length(10, [(1080, 2400)])
+    with pytest.raises(PixelBudgetError, match="forward_flops: max_pixels is required"):
+        forward_flops(_toy_config(), 10, [(56, 56)], min_pixels=3136)
+    # text only: nothing is resized, so no budget is needed
+    assert prompt_length(10, []) == 10
+
+
+def _table4(row: str, column: str) -> float:
+    df = paper_results("CCPO")
+    sel = df[(df.table == "Table 4") & (df.row == row) & (df.column == column)]
+    assert len(sel) == 1, (row, column)
+    return float(sel.number.iloc[0])
+
+
+@pytest.mark.parametrize("size", ["3B", "7B"])
+def test_ccpo_table4_implies_about_3354_tokens_per_frame(size):
+    # CCPO Table 4 (lines 260-267), token length per AndroidControl training sample. A 1AO
+    # prompt shows at most 2 frames (one history screenshot and the current one), a 3AO prompt
+    # at most 4 (App. A.1.3); every frame is a 1080x2400 screenshot, not pre-resized (Sec. 4.2).
+    so_1ao, so_3ao = _table4(f"SO-RL-{size} 1AO", "Token length"), _table4(f"SO-RL-{size} 3AO", "Token length")
+    ccpo_1ao = _table4(f"CCPO-{size} 1AO", "Token length")
+    frame = image_tokens(1080, 2400, **PAPER) + 2  # 3,354 pads + vision start/end
+    old = image_tokens(1080, 2400, **PROC) + 2  # 1,272 pads + 2: the former silent default
+    assert frame == 3356 and old == 1274
+    # growth 1AO -> 3AO: 2,890 (3B) / 2,524 (7B) tokens from at most two more frames and two more
+    # action strings. At 1,274 tokens a frame two whole frames add 2,548 < 2,890 (3B): the old
+    # budget cannot produce the printed growth; at 3,356 a frame it needs 0.86 / 0.75 of a frame
+    growth = so_3ao - so_1ao
+    assert growth <= 2 * frame
+    if size == "3B":
+        assert growth > 2 * old
+    # SO-RL 1AO: two full frames leave 286 (3B) / 314 (7B) tokens of text, a plausible system
+    # prompt + instruction + one action; at 1,274 a frame 4,450 tokens of text would remain
+    text = so_1ao - 2 * frame
+    assert 0 < text < 400
+    # CCPO keeps the current frame full (Fig. 2): a CCPO 1AO prompt holds at least one frame
+    assert frame < ccpo_1ao < 2 * frame
 
 
 @pytest.mark.parametrize(
@@ -57,7 +108,7 @@ def test_image_tokens_width_height_order_matters():
     ],
 )
 def test_prompt_length(n_text, sizes, expected):
-    assert prompt_length(n_text, sizes) == expected
+    assert prompt_length(n_text, sizes, **PROC) == expected
 
 
 def test_prompt_length_rejects_negative_text():
@@ -66,14 +117,10 @@ def test_prompt_length_rejects_negative_text():
 
 
 # ----------------------------------------------------------------------------- CCPO numbers
-# CCPO ("Compress to Focus", Song et al. 2026, arXiv 2601.11631), training-efficiency table on
-# Android Control: token length per sample and training time (s/step) for Semi-online RL
-# (SO-RL) and CCPO at 1AO and 3AO, with printed compression ratio (0.1%) and speedup (0.1x).
-# Numbers copied from the project page (hithink-research.github.io/CCPO, index.html of
-# github.com/HiThink-Research/CCPO, "Table 1. The training efficiency comparison between CCPO
-# and Semi-Online RL on Android Control dataset"), which a third-party reading of the paper
-# places as the paper's Table 4. The brief asked for Table 15 (appendix); its text could not be
-# found with the search tools, so this table (same quantities) is used instead.
+# CCPO Table 4 (lines 260-267 of its text; docs/papers.md): token length per sample and training
+# time (s/step) on Android Control for Semi-online RL (SO-RL) and CCPO at 1AO and 3AO, with the
+# printed compression rate (0.1%) and speedup (0.1x). tests/test_papers.py checks the same rows of
+# the registry (guirl.papers.paper_results) and Table 15.
 # (model, history, SO-RL tokens, SO-RL s/step, CCPO tokens, CCPO s/step, printed rate %, printed x)
 CCPO_EFFICIENCY = [
     ("3B", "1AO", 6998, 515, 4271, 154, 38.9, 3.3),
@@ -98,8 +145,8 @@ def test_ccpo_efficiency_table_recomputes(model, hist, full_tok, full_t, comp_to
 
 
 def test_ccpo_history_growth_claim():
-    # CCPO text: from 1AO to 3AO the SO-RL token length grows by 41% while CCPO grows ~4%
-    # (3B rows of the table above).
+    # CCPO Sec. 5.3 (line 279): from 1AO to 3AO the SO-RL token length grows by 41% while CCPO
+    # grows about 4% (3B rows of the table above).
     assert round(100 * (9888 / 6998 - 1)) == 41
     assert round(100 * (4460 / 4271 - 1)) == 4
 
@@ -107,7 +154,7 @@ def test_ccpo_history_growth_claim():
 @pytest.mark.parametrize(
     "full, comp, printed_pct",
     [
-        # CCPO project page Table 2 (compute load and latency, SO-RL vs CCPO): compute load
+        # CCPO Table 6 (lines 304-306; compute load and latency, SO-RL vs CCPO): compute load
         # 9.6 -> 5.4 TFLOPS printed -44%; step latency 297.1 -> 194.5 s printed -35%.
         # (The token-latency column, 0.064 -> 0.057 ms printed -10%, recomputes to -10.9%
         # and is therefore not in this table.)
@@ -216,7 +263,7 @@ def test_forward_flops_hand_count():
     # Toy config: LM h=64, i=96, 2 layers, 4 heads x 16, 2 kv heads, V=300;
     # vision h=32, i=48, depth 3 (block 1 full attention), out 64. One 56x56 image
     # (4x4 patches = one window of 16 patches, 4 merged tokens) and 10 text tokens.
-    fb = forward_flops(_toy_config(), n_text_tokens=10, image_sizes=[(56, 56)])
+    fb = forward_flops(_toy_config(), n_text_tokens=10, image_sizes=[(56, 56)], **PROC)
     P, M = 16, 4
     N = 10 + M + 2  # text + image pads + vision start/end
     conv = 2 * P * (3 * 2 * 14 * 14) * 32
@@ -229,9 +276,11 @@ def test_forward_flops_hand_count():
     assert fb.lm_head == 2 * N * 64 * 300
     assert fb.total == conv + blocks + 3 * 4 * 32 * P * P + fb.merger + fb.lm_linear + fb.lm_attention + fb.lm_head
     # causal counting halves the quadratic term (lower triangle incl. diagonal)
-    assert forward_flops(_toy_config(), 10, [(56, 56)], causal=True).lm_attention == 2 * 4 * 64 * N * (N + 1) / 2
+    assert (
+        forward_flops(_toy_config(), 10, [(56, 56)], causal=True, **PROC).lm_attention == 2 * 4 * 64 * N * (N + 1) / 2
+    )
     # a training step is 3x the forward
-    assert train_step_flops(_toy_config(), 10, [(56, 56)]) == 3 * fb.total
+    assert train_step_flops(_toy_config(), 10, [(56, 56)], **PROC) == 3 * fb.total
 
 
 def test_forward_flops_match_torch_flop_counter():
@@ -250,7 +299,7 @@ def test_forward_flops_match_torch_flop_counter():
     sizes = [(300, 500), (150, 120)]  # (width, height) px: 22x36 and 10x8 patch grids
     ids, pix, grids = [1, 2, 3], [], []
     for w, h in sizes:
-        rh, rw = smart_resize(h, w)
+        rh, rw = smart_resize(h, w, **PROC)
         gh, gw = rh // 14, rw // 14
         grids.append([1, gh, gw])
         pix.append(torch.randn(gh * gw, 3 * 2 * 14 * 14))
@@ -264,14 +313,14 @@ def test_forward_flops_match_torch_flop_counter():
             image_grid_thw=torch.tensor(grids),
             mm_token_type_ids=(input_ids == 290).long(),
         )
-    assert counter.get_total_flops() == forward_flops(cfg, n_text_tokens=7, image_sizes=sizes).total
+    assert counter.get_total_flops() == forward_flops(cfg, n_text_tokens=7, image_sizes=sizes, **PROC).total
 
 
 def test_forward_flops_scale_with_compression():
     # a CASC history (crops) costs less than full screenshots, text-only costs the least
     cfg = _toy_config()
-    full = forward_flops(cfg, 50, [(1080, 2400)] * 3).total
-    crops = forward_flops(cfg, 50, [(56, 56), (112, 84), (1080, 2400)]).total
+    full = forward_flops(cfg, 50, [(1080, 2400)] * 3, **PAPER).total
+    crops = forward_flops(cfg, 50, [(56, 56), (112, 84), (1080, 2400)], **PAPER).total
     text = forward_flops(cfg, 50, []).total
     assert text < crops < full
     assert isinstance(model_dims(cfg), ModelDims)
@@ -337,12 +386,15 @@ def test_tokens_per_action_registry_path_matches_format_fn():
         Action(ActionType.TYPE, text="hello world"),
         Action(ActionType.PRESS, key="back"),
     ]
-    ctx = FormatContext()
-    via_registry = tokens_per_action(acts, "agentcpm", _byte_tokenizer())
+    ctx = FormatContext(width=1080, height=2400, **PAPER)
+    via_registry = tokens_per_action(acts, "agentcpm", _byte_tokenizer(), ctx=ctx)
     via_fn = tokens_per_action(acts, None, _byte_tokenizer(), format_fn=get_format("agentcpm").format, ctx=ctx)
     assert via_registry == via_fn
     # AgentCPM-GUI's compact JSON ({"POINT":[250,500]}) is shorter than the Qwen2.5-VL
     # mobile_use tool call for the same actions, under any byte-level count
-    assert via_registry < tokens_per_action(acts, "qwen_mobile_use", _byte_tokenizer())
+    assert via_registry < tokens_per_action(acts, "qwen_mobile_use", _byte_tokenizer(), ctx=ctx)
     with pytest.raises(KeyError):
-        tokens_per_action(acts, "no_such_format", _byte_tokenizer())
+        tokens_per_action(acts, "no_such_format", _byte_tokenizer(), ctx=ctx)
+    # the screen size and pixel budget are not guessed
+    with pytest.raises(ValueError, match="ctx is required"):
+        tokens_per_action(acts, "agentcpm", _byte_tokenizer())

@@ -350,7 +350,8 @@ ACTIONS = st.one_of(
 def _ctx_for(name, a):
     if name == "coepg_planner":
         return FormatContext(width=1080, height=2400, grounded_point=a.point)
-    return FormatContext(width=1080, height=2400)
+    # the paper profiles' pixel budget (the resized formats need one; there is no default)
+    return FormatContext(width=1080, height=2400, min_pixels=3136, max_pixels=12845056)
 
 
 @pytest.mark.parametrize("name", FORMAT_NAMES)

@@ -237,7 +237,7 @@ def test_token_order_none_ge_min_ge_max():
     toks = {}
     for pol in ("none", "min", "max"):
         imgs = [o.image.size for o in compress_history(steps, pol) if o.image is not None]
-        toks[pol] = history_tokens(imgs)
+        toks[pol] = history_tokens(imgs, min_pixels=3136, max_pixels=141120)  # the tiny profile's budget
     assert toks == {
         "none": 6 * (180 + 2),
         "min": 3 * (180 + 2) + (4 + 2) + (6 + 2) + (28 + 2),

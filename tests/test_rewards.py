@@ -32,7 +32,7 @@ from guirl.metrics import get_protocol, score_step
 from guirl.rewards import GroundTruth, RewardInputError, RewardResult
 from guirl.rewards.base import match_gt
 from guirl.rewards.guir1 import GUIR1Config, guir1_reward
-from guirl.rewards.trl import as_trl_components, as_trl_reward, completion_text, format_parser
+from guirl.rewards.trl import FormatParser, as_trl_components, as_trl_reward, completion_text, format_parser
 
 HYP = settings(max_examples=150, deadline=None)
 
@@ -451,15 +451,20 @@ class TestRanges:
 
 
 # ----------------------------------------------------------------------------- TRL adapter
+#: The paper profiles' pixel budget (configs/profiles/base/paper.yaml): a 1080x2400 screen is
+#: 1092x2408 px for the model.
+PAPER_BUDGET = dict(min_pixels=3136, max_pixels=12845056)
+
+
 def _parser():
-    """The real output-format registry (CCPO's <think>/<action> JSON format)."""
-    return format_parser("ccpo")
+    """The real output-format registry (CCPO's <think>/<action> JSON format) at the paper budget."""
+    return format_parser("ccpo", **PAPER_BUDGET)
 
 
 def _fmt(a: Action) -> str:
     from guirl.actions.formats import FormatContext, get_format
 
-    return get_format("ccpo").format(a, FormatContext(width=1080, height=2400), thought="t")
+    return get_format("ccpo").format(a, FormatContext(width=1080, height=2400, **PAPER_BUDGET), thought="t")
 
 
 class TestTRLAdapter:
@@ -532,6 +537,43 @@ class TestTRLAdapter:
         del kwargs["screen_size"]
         with pytest.raises(RewardInputError, match="screen_size"):
             fn(comps, **kwargs)
+
+    def test_parser_reads_the_models_pixels_at_the_configured_budget(self):
+        # CCPO-29 (docs/fidelity/ccpo.md): at 12,845,056 px the model sees a 1080x2400 screen as
+        # 1092x2408, so its centre click (546, 1204) is (0.5, 0.5) and earns the AgentCPM-GUI
+        # reward 1 on a gt box around the centre; the processor's 1280-token budget (the former
+        # silent default) reads the same output as (0.81, 0.81) and the reward as 0
+        text = '<action>{"action": "click", "coordinate": [546, 1204]}</action>'
+        kwargs = {
+            "gt_action": [json.dumps(click(0.5, 0.5).to_dict())],
+            "gt_box": [[0.45, 0.45, 0.55, 0.55]],
+            "screen_size": [[1080, 2400]],
+        }
+        paper = as_trl_reward(get_reward("agentcpm").fn, _parser(), name="r")
+        assert paper([text], **kwargs) == [1.0]
+        old = format_parser("ccpo", min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
+        assert old(text, {"screen_size": [1080, 2400]}).action.point == pytest.approx((546 / 672, 1204 / 1484))
+        assert as_trl_reward(get_reward("agentcpm").fn, old, name="r")([text], **kwargs) == [0.0]
+
+    def test_parser_budget_comes_from_the_config(self):
+        from guirl.config import load_config
+
+        cfg = load_config("paper-3b")
+        parse = FormatParser.from_config(cfg)
+        assert (parse.format_name, parse.min_pixels, parse.max_pixels) == ("ccpo", 3136, 12845056)
+        # the resized size may also come from a column instead of the budget
+        by_size = format_parser("ccpo", image_size_column="image_size")
+        row = {"screen_size": [1080, 2400], "image_size": [1092, 2408]}
+        text = '<action>{"action": "click", "coordinate": [546, 1204]}</action>'
+        assert by_size(text, row).action.point == pytest.approx((0.5, 0.5))
+
+    def test_a_missing_budget_is_an_error_naming_it(self):
+        from guirl.imaging import PixelBudgetError
+
+        with pytest.raises(PixelBudgetError, match="FormatParser\\('ccpo'\\): min_pixels is required"):
+            format_parser("ccpo")
+        # a format in [0, 1000] needs none
+        assert format_parser("agentcpm").min_pixels is None
 
     def test_completion_text_skips_non_assistant(self):
         msgs = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]

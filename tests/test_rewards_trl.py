@@ -19,11 +19,13 @@ from guirl.rewards.trl import FormatParser, TRLComponents, TRLReward, as_trl_com
 
 BOX = (0.4, 0.4, 0.6, 0.5)  # target element, centre (0.5, 0.45)
 SIZE = (1080, 2400)
+#: The paper profiles' pixel budget (configs/profiles/base/paper.yaml).
+BUDGET = dict(min_pixels=3136, max_pixels=12845056)
 
 
 def _fmt(x: float, y: float) -> str:
     a = Action(type="click", point=(x, y))
-    return get_format("ccpo").format(a, FormatContext(width=SIZE[0], height=SIZE[1]), thought="t")
+    return get_format("ccpo").format(a, FormatContext(width=SIZE[0], height=SIZE[1], **BUDGET), thought="t")
 
 
 def batch() -> tuple[list, dict]:
@@ -47,7 +49,7 @@ def round_trip(obj):
 
 
 def adapters() -> list:
-    parse = format_parser("ccpo")
+    parse = format_parser("ccpo", **BUDGET)
     return [
         # a paper reward (AgentCPM-GUI), the default ground-truth builder
         as_trl_reward(get_reward("agentcpm").fn, parse, name="agentcpm_reward"),
@@ -69,7 +71,7 @@ def test_adapter_pickles_and_scores_unchanged(adapter) -> None:
 
 
 def test_format_parser_pickles_and_parses_unchanged() -> None:
-    parse = format_parser("ccpo", size_column="size")
+    parse = format_parser("ccpo", size_column="size", **BUDGET)
     back = round_trip(parse)
     assert isinstance(back, FormatParser) and back == parse
     assert back.__name__ == "parse_ccpo"
@@ -95,7 +97,7 @@ def test_unknown_format_fails_at_construction() -> None:
 
 def test_extra_columns_are_stored_as_a_tuple() -> None:
     # a list argument would make the frozen adapter unhashable and compare unequal to a tuple
-    fn = as_trl_reward(get_reward("coepg").fn, format_parser("ccpo"), name="c", extra_columns=["grounding"])
+    fn = as_trl_reward(get_reward("coepg").fn, format_parser("ccpo", **BUDGET), name="c", extra_columns=["grounding"])
     assert fn.extra_columns == ("grounding",)
     hash(fn)
 

@@ -9,7 +9,10 @@ width/height. Every format writes coordinates in one of four spaces:
 ``pixel``       integer pixels of the original screenshot ``[0, W] x [0, H]`` (AndroidLab ``element``).
 ``resized``     integer pixels of the image the Qwen2.5-VL model saw, ``[0, W_r] x [0, H_r]`` with
                 ``(H_r, W_r) = smart_resize(H, W, min_pixels, max_pixels)`` (Qwen2.5-VL absolute
-                coordinates; CCPO / UI-S1 ``mobile_use``, GUI-R1 style CES executor).
+                coordinates; CCPO / UI-S1 ``mobile_use``, GUI-R1 style CES executor). The pixel
+                budget is the model's (``cfg.model.min_pixels`` / ``max_pixels``) and has no
+                default here (:mod:`guirl.imaging`): at the paper profiles' 12,845,056 px a
+                1080x2400 screen is 1092x2408, so its centre is (546, 1204).
 
 Rounding (``from_norm``): Python ``round`` (half to even) to the grid of the space; ``normalized``
 rounds to 4 decimals. The quantisation error is therefore at most half a grid step per axis:
@@ -27,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from guirl.imaging import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, smart_resize
+from guirl.imaging import smart_resize
 
 CoordKind = Literal["normalized", "thousand", "pixel", "resized"]
 COORD_KINDS: tuple[str, ...] = ("normalized", "thousand", "pixel", "resized")
@@ -59,13 +62,9 @@ def thousand_to_norm(p: tuple[float, float]) -> tuple[float, float]:
     return (p[0] / THOUSAND, p[1] / THOUSAND)
 
 
-def resized_size(
-    width: int,
-    height: int,
-    min_pixels: int = DEFAULT_MIN_PIXELS,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-) -> tuple[int, int]:
-    """``(W_r, H_r)``: the size Qwen2.5-VL resizes a ``width x height`` screenshot to.
+def resized_size(width: int, height: int, *, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """``(W_r, H_r)``: the size Qwen2.5-VL resizes a ``width x height`` screenshot to under the
+    model's pixel budget (required keywords; no default, :mod:`guirl.imaging`).
 
     Note the order: this returns width first, while :func:`guirl.imaging.smart_resize`
     returns ``(height, width)``.
@@ -119,15 +118,10 @@ class CoordSpace:
         return cls("pixel", int(width), int(height))
 
     @classmethod
-    def resized(
-        cls,
-        width: int,
-        height: int,
-        min_pixels: int = DEFAULT_MIN_PIXELS,
-        max_pixels: int = DEFAULT_MAX_PIXELS,
-    ) -> CoordSpace:
-        """Pixels of the Qwen2.5-VL-resized image of a ``width x height`` screenshot."""
-        w_r, h_r = resized_size(width, height, min_pixels, max_pixels)
+    def resized(cls, width: int, height: int, *, min_pixels: int, max_pixels: int) -> CoordSpace:
+        """Pixels of the Qwen2.5-VL-resized image of a ``width x height`` screenshot under the
+        model's pixel budget (required keywords)."""
+        w_r, h_r = resized_size(width, height, min_pixels=min_pixels, max_pixels=max_pixels)
         return cls("resized", w_r, h_r)
 
     # conversions -------------------------------------------------------------

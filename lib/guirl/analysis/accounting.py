@@ -9,6 +9,12 @@ Conventions
 * Image sizes are ``(width, height)`` in pixels of the *original* screenshot; the Qwen2.5-VL
   processor resizes them with :func:`guirl.imaging.smart_resize` (note: that function takes
   ``(height, width)``).
+* The pixel budget (``min_pixels`` / ``max_pixels``) is the model's and has no default
+  (:mod:`guirl.imaging`): every function that sizes an image takes it as required keywords
+  (``cfg.model.min_pixels`` / ``cfg.model.max_pixels``). At the paper profiles' 12,845,056 px a
+  1080x2400 AndroidControl frame is 1092x2408 px = 39 x 86 = 3,354 tokens, the resolution the
+  Qwen2.5-VL prompt of AgentCPM-GUI App. B.1.1 states; at Co-EPG's 802,816 px (App. B) it is
+  588x1316 px = 987 tokens.
 * A FLOP is one multiply or one add: a matmul ``(m x k) @ (k x n)`` costs ``2 m k n``.
 
 FLOP model (forward pass, :func:`forward_flops`)
@@ -49,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from guirl.imaging import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, smart_resize
+from guirl.imaging import FACTOR, check_budget, smart_resize
 
 #: ``<|vision_start|>`` and ``<|vision_end|>`` wrap each image's ``<|image_pad|>`` run.
 SPECIAL_TOKENS_PER_IMAGE = 2
@@ -58,34 +64,39 @@ TRAIN_FLOPS_MULTIPLIER = 3.0
 
 
 # --------------------------------------------------------------------------- tokens
-def image_tokens(
-    width: int, height: int, min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> int:
-    """``<|image_pad|>`` tokens of one ``width x height`` px image under Qwen2.5-VL resizing.
+def image_tokens(width: int, height: int, *, min_pixels: int, max_pixels: int) -> int:
+    """``<|image_pad|>`` tokens of one ``width x height`` px image under Qwen2.5-VL resizing
+    with the model's pixel budget (required keywords).
 
     Equals ``image_grid_thw.prod() // 4`` of the released image processor: the resized
     image has ``(H'/14) x (W'/14)`` patches and the 2x2 merger makes one token of four.
     """
     h, w = smart_resize(int(height), int(width), min_pixels=min_pixels, max_pixels=max_pixels)
-    return (h // 28) * (w // 28)
+    return (h // FACTOR) * (w // FACTOR)
 
 
 def prompt_length(
     n_text_tokens: int,
     image_sizes: Sequence[tuple[int, int]],
-    min_pixels: int = DEFAULT_MIN_PIXELS,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    *,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
 ) -> int:
     """Tokens of a multi-image prompt: text + per image (image tokens + vision start/end).
 
     ``n_text_tokens`` counts every token that is not part of an image block (system prompt,
     instruction, chat-template markers, history actions). ``image_sizes`` are ``(width,
-    height)`` px of the images as passed to the processor (e.g. CASC crops).
+    height)`` px of the images as passed to the processor (e.g. CASC crops). ``min_pixels`` /
+    ``max_pixels``: the model's budget, required as soon as there is an image (a
+    :class:`guirl.imaging.PixelBudgetError` naming the argument otherwise; no default budget).
     """
     if n_text_tokens < 0:
         raise ValueError(f"n_text_tokens must be >= 0, got {n_text_tokens}")
+    if not image_sizes:
+        return int(n_text_tokens)
+    lo, hi = check_budget(min_pixels, max_pixels, "prompt_length")
     return int(n_text_tokens) + sum(
-        image_tokens(w, h, min_pixels, max_pixels) + SPECIAL_TOKENS_PER_IMAGE for w, h in image_sizes
+        image_tokens(w, h, min_pixels=lo, max_pixels=hi) + SPECIAL_TOKENS_PER_IMAGE for w, h in image_sizes
     )
 
 
@@ -238,8 +249,9 @@ def forward_flops(
     config: Any,
     n_text_tokens: int,
     image_sizes: Sequence[tuple[int, int]] = (),
-    min_pixels: int = DEFAULT_MIN_PIXELS,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    *,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
     causal: bool = False,
     n_logits: int | None = None,
 ) -> FlopBreakdown:
@@ -248,15 +260,18 @@ def forward_flops(
     ``config``: ``Qwen2_5_VLConfig``, its dict, or :class:`ModelDims`. ``n_text_tokens``: as
     in :func:`prompt_length` (the LM length is ``prompt_length(n_text_tokens, image_sizes)``
     plus any completion tokens you add to ``n_text_tokens``). ``image_sizes``: ``(width,
-    height)`` px before resizing. ``n_logits``: positions whose logits are computed (default:
-    all).
+    height)`` px before resizing. ``min_pixels`` / ``max_pixels``: the model's pixel budget
+    (required as soon as ``image_sizes`` is not empty; no default budget). ``n_logits``: positions whose logits are
+    computed (default: all).
     """
     dims = config if isinstance(config, ModelDims) else model_dims(config)
     per_patch, per_merged = vision_matmul_params(dims)
     full = set(dims.fullatt_block_indexes)
     v_lin = v_att = merger = 0.0
+    if image_sizes:
+        min_pixels, max_pixels = check_budget(min_pixels, max_pixels, "forward_flops")
     for w, h in image_sizes:
-        rh, rw = smart_resize(int(h), int(w), min_pixels=min_pixels, max_pixels=max_pixels)
+        rh, rw = smart_resize(int(h), int(w), min_pixels=min_pixels, max_pixels=max_pixels)  # type: ignore[arg-type]
         gh, gw = rh // dims.patch_size, rw // dims.patch_size
         p = gh * gw
         m = p // dims.spatial_merge_size**2
@@ -265,7 +280,7 @@ def forward_flops(
         win_sq = sum(s * s for s in window_segments(gh, gw, dims))
         for b in range(dims.v_depth):
             v_att += 4.0 * dims.v_hidden * (p * p if b in full else win_sq)
-    n = prompt_length(n_text_tokens, image_sizes, min_pixels, max_pixels)
+    n = prompt_length(n_text_tokens, image_sizes, min_pixels=min_pixels, max_pixels=max_pixels)
     q = dims.n_heads * dims.head_dim
     lm_head_params = dims.hidden * dims.vocab
     lm_lin = 2.0 * n * (lm_matmul_params(dims) - lm_head_params)
@@ -282,7 +297,8 @@ def train_step_flops(
     multiplier: float = TRAIN_FLOPS_MULTIPLIER,
     **kwargs: Any,
 ) -> float:
-    """FLOPs of one training step on one sequence: ``multiplier x forward`` (default 3)."""
+    """FLOPs of one training step on one sequence: ``multiplier x forward`` (default 3).
+    ``kwargs`` go to :func:`forward_flops` (the pixel budget among them)."""
     return multiplier * forward_flops(config, n_text_tokens, image_sizes, **kwargs).total
 
 
@@ -328,9 +344,10 @@ def tokens_per_action(
     """Mean tokens of the formatted text of ``actions`` under ``tokenizer``.
 
     Each action is rendered with ``format_fn(action, ctx)`` or, when ``format_fn`` is
-    ``None``, with ``guirl.actions.formats.get_format(format_name).format(action, ctx)``
-    (``ctx`` defaults to ``FormatContext()``: a 1080x2400 screen). Actions a format cannot
-    express raise its ``ActionError``; filter them first.
+    ``None``, with ``guirl.actions.formats.get_format(format_name).format(action, ctx)``.
+    ``ctx`` (a ``FormatContext``: the screen size and the model's pixel budget) is required with
+    ``format_name``: the digits of a coordinate depend on the image size the model saw. Actions
+    a format cannot express raise its ``ActionError``; filter them first.
     ``tokenizer`` is any object with ``encode`` or ``__call__`` (see :func:`count_tokens`).
     AgentCPM-GUI's 9.7 tokens per action (its compact JSON) was measured with its own
     MiniCPM-V tokenizer, which cannot be downloaded here; numbers from other tokenizers
@@ -342,9 +359,10 @@ def tokens_per_action(
             raise ValueError("give format_name (a registered format) or format_fn")
         fn = _format_fn(format_name)
         if ctx is None:
-            from guirl.actions.formats import FormatContext
-
-            ctx = FormatContext()  # 1080x2400 screen, default Qwen2.5-VL pixel budget
+            raise ValueError(
+                "tokens_per_action: ctx is required with format_name (a FormatContext with the screen size and "
+                "the model's pixel budget, e.g. guirl.prompts.format_context(size, min_pixels, max_pixels))"
+            )
     counts = [count_tokens(fn(a, ctx), tokenizer) for a in actions]
     if not counts:
         raise ValueError("tokens_per_action needs at least one action")
@@ -352,12 +370,11 @@ def tokens_per_action(
 
 
 def history_tokens(
-    image_sizes: Sequence[tuple[int, int]],
-    min_pixels: int = DEFAULT_MIN_PIXELS,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
+    image_sizes: Sequence[tuple[int, int]], *, min_pixels: int | None = None, max_pixels: int | None = None
 ) -> int:
-    """Image-block tokens (pads + start/end) of a list of images, e.g. a CASC history."""
-    return prompt_length(0, image_sizes, min_pixels, max_pixels)
+    """Image-block tokens (pads + start/end) of a list of images, e.g. a CASC history, under the
+    model's pixel budget (required as soon as there is an image)."""
+    return prompt_length(0, image_sizes, min_pixels=min_pixels, max_pixels=max_pixels)
 
 
 __all__ = [

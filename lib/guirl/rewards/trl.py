@@ -14,7 +14,9 @@ TRL calls each reward function as ``fn(prompts=..., completions=..., completion_
 Ground truth comes from columns: ``gt_action`` (JSON of :meth:`Action.to_dict`), optional
 ``gt_box`` and ``candidate_boxes`` (:meth:`GroundTruth.from_row`). Model text is parsed by the
 ``parse(text, row) -> ParseResult`` callable (e.g. :class:`FormatParser`, a registered output format
-that takes the screen size from the row); a parser that raises is treated as a failed parse.
+that takes the screen size from the row and the model's pixel budget from the run config); a
+parser that raises is treated as a failed parse, except for a missing pixel budget or a missing
+column, which are the caller's errors and raise.
 
 The adapters are frozen dataclasses with ``__call__`` and ``__name__`` (:class:`FormatParser`,
 :class:`TRLReward`, :class:`TRLComponents`), not closures, so they pickle: worker processes
@@ -24,10 +26,11 @@ The adapters are frozen dataclasses with ``__call__`` and ``__name__`` (:class:`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from guirl.actions.types import ParseResult
+from guirl.imaging import PixelBudgetError, check_budget
 from guirl.rewards.base import GroundTruth, RewardInputError, RewardResult
 
 __all__ = [
@@ -86,43 +89,100 @@ class FormatParser:
 
     The row must hold ``size_column`` = ``[width, height]`` of the original screenshot in pixels
     (the format converts the model's coordinates with it); a missing or malformed column raises
-    :class:`RewardInputError` naming it (an input error, not a parse failure). A plain picklable
-    object (the format is looked up by name at call time), so it crosses process boundaries.
+    :class:`RewardInputError` naming it (an input error, not a parse failure).
+
+    Formats whose coordinates are pixels of the image the model saw (``coord_kind == "resized"``:
+    ``ccpo``, ``qwen_mobile_use``, ``ces_executor``, ...) need that image's size: either the
+    model's pixel budget ``min_pixels`` / ``max_pixels`` (``cfg.model.min_pixels`` /
+    ``max_pixels``; :meth:`from_config`) or a row column ``image_size_column`` = ``[width,
+    height]`` of the resized image. There is no default budget: constructing a parser for such a
+    format without either raises :class:`guirl.imaging.PixelBudgetError` naming the arguments
+    (CCPO-29 in ``docs/fidelity/ccpo.md``: the library default read a 1080x2400 screen at
+    672x1484 px, so a centre click parsed as (0.81, 0.81)). A plain picklable object (the format
+    is looked up by name at call time), so it crosses process boundaries.
     """
 
     format_name: str
+    _: KW_ONLY
+    min_pixels: int | None = None
+    max_pixels: int | None = None
     size_column: str = "screen_size"
+    image_size_column: str | None = None
 
     def __post_init__(self) -> None:
         from guirl.actions.formats import get_format
 
-        get_format(self.format_name)  # an unknown name fails here, naming the registered formats
+        fmt = get_format(self.format_name)  # an unknown name fails here, naming the registered formats
+        given = self.min_pixels is not None or self.max_pixels is not None
+        if given or (fmt.coord_kind == "resized" and self.image_size_column is None):
+            try:
+                check_budget(self.min_pixels, self.max_pixels, f"FormatParser({self.format_name!r})")
+            except PixelBudgetError as e:
+                raise PixelBudgetError(
+                    f"{e}; format {self.format_name!r} writes pixels of the resized image: give min_pixels and "
+                    "max_pixels (FormatParser.from_config(cfg)) or image_size_column"
+                ) from None
+
+    @classmethod
+    def from_config(cls, cfg: Any, format_name: str | None = None, **kwargs: Any) -> FormatParser:
+        """The parser of ``format_name`` (default ``cfg.sft.output_format``) with the run's pixel
+        budget ``cfg.model.min_pixels`` / ``cfg.model.max_pixels``."""
+        name = format_name if format_name is not None else cfg.sft.output_format
+        return cls(name, min_pixels=cfg.model.min_pixels, max_pixels=cfg.model.max_pixels, **kwargs)
 
     @property
     def __name__(self) -> str:
         return f"parse_{self.format_name}"
 
-    def __call__(self, text: str, row: Mapping[str, Any]) -> ParseResult:
-        from guirl.actions.formats import FormatContext, get_format
-
-        size = row.get(self.size_column)
-        if size is None or len(size) != 2:
+    def _pair(self, row: Mapping[str, Any], column: str, what: str) -> tuple[int, int]:
+        v = row.get(column)
+        if v is None or isinstance(v, (str, bytes)) or len(v) != 2:
             raise RewardInputError(
-                f"format {self.format_name!r} needs column {self.size_column!r} = [width, height] in pixels; "
+                f"format {self.format_name!r} needs column {column!r} = [width, height] of {what} in pixels; "
                 f"row has {sorted(row)}"
             )
-        return get_format(self.format_name).parse(text, FormatContext(width=int(size[0]), height=int(size[1])))
+        return int(v[0]), int(v[1])
+
+    def context(self, row: Mapping[str, Any]) -> Any:
+        """The ``FormatContext`` of one row: its screen size, the resized image size (from
+        ``image_size_column``) or the pixel budget."""
+        from guirl.actions.formats import FormatContext
+
+        w, h = self._pair(row, self.size_column, "the original screenshot")
+        if self.image_size_column is not None:
+            iw, ih = self._pair(row, self.image_size_column, "the image the model saw")
+            return FormatContext(width=w, height=h, image_width=iw, image_height=ih)
+        return FormatContext(width=w, height=h, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
+
+    def __call__(self, text: str, row: Mapping[str, Any]) -> ParseResult:
+        from guirl.actions.formats import get_format
+
+        return get_format(self.format_name).parse(text, self.context(row))
 
 
-def format_parser(name: str, *, size_column: str = "screen_size") -> FormatParser:
-    """:class:`FormatParser` for the registered output format ``name``."""
-    return FormatParser(name, size_column)
+def format_parser(
+    name: str,
+    *,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    size_column: str = "screen_size",
+    image_size_column: str | None = None,
+) -> FormatParser:
+    """:class:`FormatParser` for the registered output format ``name`` (a format in resized pixels
+    needs the model's ``min_pixels`` / ``max_pixels`` or an ``image_size_column``)."""
+    return FormatParser(
+        name,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+        size_column=size_column,
+        image_size_column=image_size_column,
+    )
 
 
 def _safe_parse(parse: ParseFn, text: str, row: Mapping[str, Any]) -> ParseResult:
     try:
         pr = parse(text, row)
-    except RewardInputError:
+    except (RewardInputError, PixelBudgetError):
         raise
     except Exception as e:  # parsers must not raise; treat a raising one as a failed parse
         return ParseResult.fail(f"parser raised {type(e).__name__}: {e}", raw=text)

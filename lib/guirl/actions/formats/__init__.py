@@ -4,7 +4,8 @@ Usage::
 
     from guirl.actions.formats import FormatContext, get_format
     fmt = get_format("ccpo")
-    ctx = FormatContext(width=1080, height=2400)           # + image size or min/max pixels
+    ctx = FormatContext(width=1080, height=2400,           # + the resized image size, or the
+                        min_pixels=3136, max_pixels=12845056)  # model's pixel budget (no default)
     res = fmt.parse(model_text, ctx)                        # ParseResult, never raises
     text = fmt.format(action, ctx, thought="...")           # raises ActionError if inexpressible
 

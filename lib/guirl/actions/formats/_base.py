@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from guirl.actions.coords import CoordKind, CoordSpace
 from guirl.actions.types import Action, ActionError, ActionType, ParseResult
-from guirl.imaging import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS
+from guirl.imaging import PixelBudgetError, check_budget
 
 #: Reason used whenever a model coordinate falls outside the screen (public evaluators count
 #: such a prediction wrong, so parsers fail instead of clamping).
@@ -55,7 +55,10 @@ class FormatContext:
 
     ``width``/``height``: original screenshot size in pixels. ``image_width``/``image_height``:
     the size of the image the model saw; when ``None`` it is computed with Qwen2.5-VL
-    ``smart_resize(height, width, min_pixels, max_pixels)``. ``grounded_point``: the
+    ``smart_resize(height, width, min_pixels, max_pixels)`` from the model's pixel budget
+    (``cfg.model.min_pixels`` / ``max_pixels``), which has no default: a format whose
+    coordinates are resized pixels raises :class:`guirl.imaging.PixelBudgetError` when neither
+    the image size nor the budget is given (``docs/fidelity/ccpo.md``, CCPO-29). ``grounded_point``: the
     normalised point a grounding model produced for a Co-EPG planner step (used only by
     ``coepg_planner`` for coordinate actions).
 
@@ -73,8 +76,8 @@ class FormatContext:
     height: int = 2400
     image_width: int | None = None
     image_height: int | None = None
-    min_pixels: int = DEFAULT_MIN_PIXELS
-    max_pixels: int = DEFAULT_MAX_PIXELS
+    min_pixels: int | None = None
+    max_pixels: int | None = None
     grounded_point: tuple[float, float] | None = None
     strict: bool = False
     pipeline: str | None = None
@@ -100,7 +103,8 @@ class FormatContext:
             return CoordSpace.pixels(self.width, self.height)
         if self.image_width is not None and self.image_height is not None:
             return CoordSpace("resized", int(self.image_width), int(self.image_height))
-        return CoordSpace.resized(self.width, self.height, self.min_pixels, self.max_pixels)
+        lo, hi = check_budget(self.min_pixels, self.max_pixels, "FormatContext (resized coordinates)")
+        return CoordSpace.resized(self.width, self.height, min_pixels=lo, max_pixels=hi)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -246,6 +250,8 @@ class ActionFormat(abc.ABC):
             return ParseResult.fail(f"{self.name}: {e}", raw=text if isinstance(text, str) else "")
         except ActionError as e:
             return ParseResult.fail(f"{self.name}: invalid action: {e}", raw=text if isinstance(text, str) else "")
+        except PixelBudgetError:  # the caller's missing pixel budget, not the model's output
+            raise
         except Exception as e:  # noqa: BLE001 - parsers of model output never raise
             return ParseResult.fail(
                 f"{self.name}: unexpected {type(e).__name__}: {e}", raw=text if isinstance(text, str) else ""
