@@ -107,6 +107,7 @@ LOG_FIELDS: dict[str, str] = {
     "n_kept": "samples trained on",
     "groups_kept": "groups trained on",
     "draws": "task draws this step (more than 1 only with a data filter)",
+    "processes": "data-parallel processes (ranks)",
     "skipped": "true when no sample was kept (no update)",
     "gen_seconds": "rollout time (generation + prompt building)",
     "reward_seconds": "reward time",
@@ -708,6 +709,7 @@ def train_rl(
         t1 = time.perf_counter()
         row: dict[str, Any] = {"step": step, **info}
         row["n_kept"] = n_kept
+        row["processes"] = acc.num_processes
         row["groups_kept"] = int(engine._sum([len({s.group for s in kept})])[0])
         row["skipped"] = n_kept == 0
         finite = [s.reward for s in kept if math.isfinite(s.reward)]
