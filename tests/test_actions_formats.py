@@ -181,7 +181,10 @@ CASES = [
     ("osgenesis", 'action: {"action_type": "navigate_back"}', {"type": "press", "key": "back"}),
     ("osgenesis", 'action: {"action_type": "click", "x": 500}', "'x' and 'y'"),
     ("osgenesis", 'action: {"action_type": "click", "x": 500, "y": 1001}', OUT),
-    ("osgenesis", 'action: {"action_type": "dismiss", "x": 1, "y": 1}', "unsupported"),
+    # AgentCPM-GUI Table 10: dismiss / get_text at (x, y) are clicks there (ACPM-32)
+    ("osgenesis", 'action: {"action_type": "dismiss", "x": 500, "y": 250}', {"type": "click", "point": (0.5, 0.25)}),
+    ("osgenesis", 'action: {"action_type": "get_text", "x": 500, "y": 250}', {"type": "click", "point": (0.5, 0.25)}),
+    ("osgenesis", 'action: {"action_type": "swipe", "x": 1, "y": 1}', "unsupported"),
     ("osgenesis", 'action: {"action_type": "click", "x": 5', "no 'action"),
     # ---------------------------------------------------------------- coepg
     (

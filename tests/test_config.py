@@ -446,8 +446,8 @@ def _toy_schema(section: type | None = None):
         reward: Annotated[str, Registered("reward")] = "ccpo"
         judge_format: Annotated[str | None, Registered("format")] = None
 
-    methods = [
-        dataclasses.replace(m, config_section=section or ToySection) if m.name == "ccpo" else m
+    methods = [  # the toy section for ccpo, no section for the others
+        dataclasses.replace(m, config_section=section or ToySection if m.name == "ccpo" else None)
         for m in guirl.methods.all_methods()
     ]
     return config_class(methods)
@@ -703,7 +703,7 @@ def test_extends_profile_wins_over_its_base(tmp_path: Path, monkeypatch: pytest.
         "extends: base/paper.yaml\nmodel:\n  path: /x\nsft:\n  learning_rate: 5.0e-5\n"
     )
     cfg = load_config("paper-3b")
-    assert cfg.sft.learning_rate == 5e-5 and cfg.sft.epochs == 2 and cfg.model.path == "/x"
+    assert cfg.sft.learning_rate == 5e-5 and cfg.sft.epochs == 3 and cfg.model.path == "/x"  # epochs: the base
 
 
 # ---------------------------------------------------------------------------------- run config

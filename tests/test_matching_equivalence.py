@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.env.tasks import text_matches as answer_matches
 from guirl.matching import LONG_PRESS_AS_CLICK, WAIT_AS_TERMINATE, ArgumentRule, ClickRule, RuleSet, TextRule
-from guirl.methods.agentcpm.reward import agentcpm_reward
+from guirl.methods.agentcpm.reward import AgentCPMConfig, agentcpm_reward
 from guirl.methods.ccpo.reward import ccpo_code_score, ccpo_reward
 from guirl.methods.ces.reward import CESConfig, ces_reward
 from guirl.methods.coepg.reward import CoEPGConfig, coepg_reward
@@ -301,25 +301,47 @@ def _grounding(rng: random.Random, gt: Action, boxes):
     ]
 
 
-#: (name, new reward call, legacy reward call); each gets (pred, new gt, old gt, grounding).
+#: The CES reward's rules before issue 9 made eq. 25 the default (a gt or candidate box, else 0.14;
+#: scroll direction compared); the paper's and the released code's are now registered rule sets.
+_CES_BEFORE_ISSUE_9 = RuleSet(
+    "ces_before_issue_9",
+    ClickRule(box_mode="any_candidate", distance_threshold=0.14),
+    TextRule("f1", threshold=0.5, strict=True),
+    ArgumentRule(terminate_status_checked=False, coordinate_text="if_present"),
+)
+_OLD_CES = CESConfig(rules=_CES_BEFORE_ISSUE_9, format_from="executor")  # type: ignore[arg-type]
+_OLD_COEPG_KEYS = ("format", "type", "plan", "value")  # issue 9 added plan_logprob / plan_prob
+
+
+def _coepg(p, g, gr, cfg):
+    r = coepg_reward(p, g, grounding=gr, cfg=cfg)
+    return type(r)(r.total, {k: r.components[k] for k in _OLD_COEPG_KEYS})
+
+
+#: (name, new reward call, legacy reward call); each gets (pred, new gt, old gt, grounding). Issue 9
+#: changed the defaults to the papers' rules; the calls select the former behaviour explicitly.
 REWARD_PAIRS = [
-    ("agentcpm", lambda p, g, og, gr: agentcpm_reward(p, g), lambda p, g, og, gr: old_agentcpm.agentcpm_reward(p, og)),
+    (
+        "agentcpm",
+        lambda p, g, og, gr: agentcpm_reward(p, g, cfg=AgentCPMConfig(rules="agentcpm_reward_code")),
+        lambda p, g, og, gr: old_agentcpm.agentcpm_reward(p, og),
+    ),
     ("ccpo", lambda p, g, og, gr: ccpo_reward(p, g), lambda p, g, og, gr: old_ccpo.ccpo_reward(p, og)),
     ("ccpo_code", lambda p, g, og, gr: ccpo_code_score(p, g), lambda p, g, og, gr: old_ccpo.ccpo_code_score(p, og)),
-    ("ces", lambda p, g, og, gr: ces_reward(p, g), lambda p, g, og, gr: old_ces.ces_reward(p, og)),
+    ("ces", lambda p, g, og, gr: ces_reward(p, g, cfg=_OLD_CES), lambda p, g, og, gr: old_ces.ces_reward(p, og)),
     (
         "ces_code_scroll",  # the released code's scroll(): any direction (old flag, now a rule set)
-        lambda p, g, og, gr: ces_reward(p, g, cfg=CESConfig(rules="ces_reward_code")),
+        lambda p, g, og, gr: ces_reward(p, g, cfg=CESConfig(rules="ces_reward_code", format_from="executor")),
         lambda p, g, og, gr: old_ces.ces_reward(p, og, cfg=old_ces.CESConfig(check_scroll_direction=False)),
     ),
     (
         "coepg",
-        lambda p, g, og, gr: coepg_reward(p, g, grounding=gr, cfg=CoEPGConfig(priors=())),
+        lambda p, g, og, gr: _coepg(p, g, gr, CoEPGConfig(priors=())),
         lambda p, g, og, gr: old_coepg.coepg_reward(p, og, grounding=gr),
     ),
     (
         "coepg_prob",
-        lambda p, g, og, gr: coepg_reward(p, g, grounding=gr, cfg=CoEPGConfig(confidence="prob")),
+        lambda p, g, og, gr: _coepg(p, g, gr, CoEPGConfig(priors=(), confidence="prob")),
         lambda p, g, og, gr: old_coepg.coepg_reward(p, og, grounding=gr, cfg=old_coepg.CoEPGConfig(confidence="prob")),
     ),
     ("semi_online", lambda p, g, og, gr: uis1_reward(p, g), lambda p, g, og, gr: old_uis1.uis1_reward(p, og)),

@@ -17,10 +17,12 @@ from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.matching import RULES, rules_differ
 from guirl.methods import REWARDS, all_methods, get_reward
 from guirl.methods import get as get_method
-from guirl.methods.agentcpm.reward import agentcpm_reward
+from guirl.methods.agentcpm.reward import AgentCPMConfig, agentcpm_reward
 from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_reward
-from guirl.methods.ces.reward import CESConfig, ces_reward
+from guirl.methods.ces.reward import CESConfig, ces_format_ok, ces_reward
 from guirl.methods.coepg.reward import (
+    ENSEMBLE,
+    PAPER_PRIORS,
     CoEPGConfig,
     coepg_plan_reward,
     coepg_reward,
@@ -65,7 +67,8 @@ class TestHelpers:
         "pred, rules, expected",
         [
             (click(0.41, 0.41), "agentcpm_reward", True),  # inside the gt box
-            (click(0.39, 0.45), "agentcpm_reward", True),  # outside the box, 0.11 from the point
+            (click(0.39, 0.45), "agentcpm_reward", False),  # outside the box, 0.11 from the point (paper)
+            (click(0.39, 0.45), "agentcpm_reward_code", True),  # ... right under the released 0.14 radius
             (click(0.39, 0.45), "uis1_reward", True),  # inside the 1.2x box (edge at 0.38)
             (click(0.5, 0.58), "uis1_reward", False),  # 0.13 from the point: beyond 0.04, outside 1.2x
             (click(0.4, 0.45), "guir1_reward", False),  # on the box edge: GUI-R1 compares strictly
@@ -210,44 +213,148 @@ class TestCoEPG:
 
     def test_model_without_point_gets_no_weight(self):
         g = [{"point": None, "token_logprobs": []}, {"point": [0.5, 0.45], "token_logprobs": [-1.0]}]
-        plan, w, _ = coepg_plan_reward(g, CLICK_GT)
+        plan, w, _ = coepg_plan_reward(g, CLICK_GT, CoEPGConfig(priors=()))
         assert w == [0.0, 1.0] and plan == 1.0
+
+    def test_default_priors_are_the_papers_1_1_2(self):
+        # Co-EPG App. B (line 379) and App. C (line 383): priors 1:1:2 for (72B, 32B, phi_k)
+        assert CoEPGConfig().priors == (1.0, 1.0, 2.0) == PAPER_PRIORS
+        assert ENSEMBLE[2] == "trained grounder phi_k"
+        assert coepg_plan_reward(self.GROUNDING, CLICK_GT)[0] == pytest.approx(0.713617, abs=1e-6)
+        # the priors name one model each: another number of grounding outputs is an error
+        with pytest.raises(ValueError, match="3 priors .* for 2 grounding outputs"):
+            coepg_plan_reward(self.GROUNDING[:2], CLICK_GT)
+
+    # Co-EPG eq. 5 by hand at equal confidences c = mean log-prob = -0.5 for all three models,
+    # priors 1:1:2 (App. B):
+    #   literal (eq. 5-6): logits sigma * c = (-0.5, -0.5, -1.0);
+    #     w = e^-0.5 / (2 e^-0.5 + e^-1) = 1 / (2 + e^-0.5) = 1 / 2.606531 = 0.383652 (x2),
+    #     w_3 = e^-0.5 / (2 + e^-0.5) = 0.606531 / 2.606531 = 0.232697: the prior-2 model gets LESS
+    #   intent (c = e^-0.5 = 0.606531): logits (0.606531, 0.606531, 1.213061);
+    #     w = 1 / (2 + e^0.606531) = 1 / 3.834057 = 0.260820 (x2), w_3 = 1.834057 / 3.834057 = 0.478359
+    # Only the prior-2 model hits: plan reward = w_3 under each reading.
+    EQ5_GROUNDING = [
+        {"point": [0.9, 0.9], "token_logprobs": [-0.5]},
+        {"point": [0.9, 0.9], "token_logprobs": [-0.4, -0.6]},
+        {"point": [0.5, 0.45], "token_logprobs": [-0.5, -0.5, -0.5]},
+    ]
+
+    @pytest.mark.parametrize(
+        "confidence, weights",
+        [
+            ("logprob", [0.383652, 0.383652, 0.232697]),  # the literal equation (default)
+            ("prob", [0.260820, 0.260820, 0.478359]),  # the evident intent (option)
+        ],
+    )
+    def test_eq5_by_hand_literal_and_intent(self, confidence, weights):
+        plan, w, hits = coepg_plan_reward(self.EQ5_GROUNDING, CLICK_GT, CoEPGConfig(confidence=confidence))
+        assert w == pytest.approx(weights, abs=1e-6)
+        assert hits == [False, False, True] and plan == pytest.approx(weights[2], abs=1e-6)
+
+    def test_both_readings_of_eq5_are_reported(self):
+        # whatever the configured reading, the components carry both plan rewards
+        for confidence in ("logprob", "prob"):
+            r = coepg_reward(
+                ok(click(0.1, 0.1)), CLICK_GT, grounding=self.EQ5_GROUNDING, cfg=CoEPGConfig(confidence=confidence)
+            )
+            assert r.components["plan_logprob"] == pytest.approx(0.232697, abs=1e-6)
+            assert r.components["plan_prob"] == pytest.approx(0.478359, abs=1e-6)
+            assert r.total == r.components["plan"] == r.components[f"plan_{confidence}"]
+
+    @pytest.mark.parametrize(
+        "pred, gt, expected",
+        [
+            # eq. 9: 0 when the type is wrong, whatever the plan
+            (ok(typed("hello")), CLICK_GT, 0.0),
+            # eq. 8-9: value F1 > 0.5 strictly; "hello there" vs "hello world" is F1 = 0.5 -> 0
+            (ok(typed("hello there")), TYPE_GT, 0.0),
+            # eq. 8-9: "hello world again" vs "hello world": P = 2/3, R = 1, F1 = 0.8 -> 1 (no target: r_plan = 1)
+            (ok(typed("hello world again")), TYPE_GT, 1.0),
+            # eq. 3-4, 9: click, type right: the plan reward, 0.713617 in the worked example above
+            (ok(click(0.1, 0.1)), CLICK_GT, 0.713617),
+        ],
+    )
+    def test_equations_at_chosen_points(self, pred, gt, expected):
+        assert coepg_reward(pred, gt, grounding=self.GROUNDING).total == pytest.approx(expected, abs=1e-6)
 
 
 # ----------------------------------------------------------------------------- CES
 class TestCES:
     CFG = CESConfig(alpha1=0.1, alpha2=0.9, gamma1=0.2, gamma2=0.8)
+    GOOD = "<think>the search box is at the top</think><answer>tap the search box</answer>"  # CES eq. 22
+
+    # CES eq. 21-25 by hand: R = 0.1 * R_format + 0.9 * (0.2 * R_type + 0.8 * R_param), R_format from
+    # the trained agent's own output (GOOD: 1), R_param for a click: the point inside the gt box
+    @pytest.mark.parametrize(
+        "pred, gt, expected",
+        [
+            (FAIL, CLICK_GT, 0.1),  # the agent's format is right, the Executor's answer unparsable: 0.1 * 1
+            (ok(typed("x")), CLICK_GT, 0.1),  # wrong type: format only
+            (ok(click(0.9, 0.9)), CLICK_GT, 0.1 + 0.9 * 0.2),  # type only: 0.28
+            (ok(click(0.59, 0.49)), CLICK_GT, 1.0),  # inside the box: 0.1 + 0.9 * (0.2 + 0.8)
+            (ok(click(0.5, 0.58)), CLICK_GT, 0.28),  # outside the box, 0.13 from the point: eq. 25 says wrong
+            (ok(click(0.5, 0.58)), GroundTruth(click(0.5, 0.45)), 1.0),  # no gt box (paper silent): 0.14 radius
+            (ok(typed("hello world!")), TYPE_GT, 1.0),  # F1 = 1 > 0.5
+            (ok(typed("hello there")), TYPE_GT, 0.28),  # F1 = 0.5 is not > 0.5
+            (ok(Action(type="scroll", direction="down", convention="finger")), SCROLL_GT, 0.28),  # wrong direction
+            (ok(Action(type="terminate", status="fail")), TERM_GT, 1.0),  # other types: type equality
+        ],
+    )
+    def test_table(self, pred, gt, expected):
+        assert ces_reward(pred, gt, agent_output=self.GOOD, cfg=self.CFG).total == pytest.approx(expected)
 
     @pytest.mark.parametrize(
         "pred, gt, expected",
         [
-            (FAIL, CLICK_GT, 0.0),  # nothing parsed
-            (ok(typed("x")), CLICK_GT, 0.1),  # format only
-            (ok(click(0.9, 0.9)), CLICK_GT, 0.1 + 0.9 * 0.2),  # type only
-            (ok(click(0.59, 0.49)), CLICK_GT, 1.0),  # inside box
-            (ok(click(0.5, 0.58)), CLICK_GT, 1.0),  # outside box, 0.13 from point
-            (ok(typed("hello world!")), TYPE_GT, 1.0),  # F1 = 1
-            (ok(typed("hello there")), TYPE_GT, 0.1 + 0.9 * 0.2),  # F1 = 0.5 is not > 0.5
-            (ok(Action(type="scroll", direction="down", convention="finger")), SCROLL_GT, 0.28),  # wrong direction
-            (ok(Action(type="terminate", status="fail")), TERM_GT, 1.0),  # finished(): type only
+            # the released code (rule set ces_reward_code): a click within 0.14 of the point counts
+            (ok(click(0.5, 0.58)), CLICK_GT, 1.0),
+            # ... and any scroll direction (scroll() has no argument)
+            (ok(Action(type="scroll", direction="down", convention="finger")), SCROLL_GT, 1.0),
+            (ok(click(0.9, 0.9)), CLICK_GT, 0.28),  # 0.45 away: still wrong
         ],
     )
-    def test_table(self, pred, gt, expected):
-        assert ces_reward(pred, gt, cfg=self.CFG).total == pytest.approx(expected)
+    def test_released_code_rules(self, pred, gt, expected):
+        cfg = CESConfig(rules="ces_reward_code")
+        assert ces_reward(pred, gt, agent_output=self.GOOD, cfg=cfg).total == pytest.approx(expected)
 
-    def test_coordinator_format_override(self):
+    @pytest.mark.parametrize(
+        "text, ok_",
+        [
+            ("<think>a</think><answer>b</answer>", True),  # eq. 22: both tags, in order
+            ("  <think>a</think>\n<answer>b</answer>\n", True),  # white space around the tags
+            ("<answer>b</answer>", False),  # no <think>
+            ("<think>a</think><answer> </answer>", False),  # empty answer
+            ("<think>a</think><answer>b</answer> and more", False),  # text outside the tags
+            ("tap the search box", False),  # the plain state the State Tracker prompt asks for
+        ],
+    )
+    def test_format_is_the_trained_agents_own_output(self, text, ok_):
+        assert ces_format_ok(text) is ok_
+        # the Executor's parse is right; only the agent's format decides the 0.1
+        r = ces_reward(ok(click(0.5, 0.45)), CLICK_GT, agent_output=text, cfg=self.CFG)
+        assert r.components["format"] == float(ok_) and r.total == pytest.approx(0.9 + 0.1 * ok_)
+
+    def test_format_needs_the_agents_output(self):
+        with pytest.raises(RewardInputError, match="agent_output"):
+            ces_reward(ok(click(0.5, 0.45)), CLICK_GT)
         r = ces_reward(ok(click(0.5, 0.45)), CLICK_GT, format_ok=False, cfg=self.CFG)
         assert r.total == pytest.approx(0.9) and r.components["format"] == 0.0
+        # the former behaviour as an option: the format term is the Executor's parse
+        assert ces_reward(FAIL, CLICK_GT, cfg=CESConfig(format_from="executor")).total == 0.0
+        assert ces_reward(ok(click(0.5, 0.45)), CLICK_GT, cfg=CESConfig(format_from="executor")).total == 1.0
 
     def test_scroll_without_direction_check(self):
         # the released code's scroll() has no argument: the rule set "ces_reward_code"
         pred = ok(Action(type="scroll", direction="down", convention="finger"))
-        assert ces_reward(pred, SCROLL_GT, cfg=CESConfig(rules="ces_reward_code")).total == pytest.approx(1.0)
-        assert ces_reward(pred, SCROLL_GT, cfg=self.CFG).total == pytest.approx(0.28)
+        cfg = CESConfig(rules="ces_reward_code")
+        assert ces_reward(pred, SCROLL_GT, format_ok=True, cfg=cfg).total == pytest.approx(1.0)
+        assert ces_reward(pred, SCROLL_GT, format_ok=True, cfg=self.CFG).total == pytest.approx(0.28)
 
 
 # ----------------------------------------------------------------------------- AgentCPM-GUI
 class TestAgentCPM:
+    # AgentCPM-GUI Sec. 2.5.1: -1 format failure, 0 format right but answer wrong, 1 both right; a
+    # POINT is right only inside the gt box (ACPM-15)
     @pytest.mark.parametrize(
         "pred, gt, expected",
         [
@@ -256,13 +363,21 @@ class TestAgentCPM:
             (ok(typed("x")), CLICK_GT, 0.0),  # wrong type
             (ok(click(0.9, 0.9)), CLICK_GT, 0.0),  # wrong place
             (ok(click(0.5, 0.45)), CLICK_GT, 1.0),  # right
-            (click(0.5, 0.58), CLICK_GT, 1.0),  # bare Action, within 0.14
+            (ok(click(0.59, 0.49)), CLICK_GT, 1.0),  # inside the box, off the point
+            (click(0.5, 0.58), CLICK_GT, 0.0),  # bare Action, 0.13 from the point but outside the box
+            (click(0.5, 0.58), GroundTruth(click(0.5, 0.45)), 1.0),  # no gt box (paper silent): 0.14
             (ok(Action(type="terminate", status="fail")), TERM_GT, 0.0),  # wrong status
             (ok(typed("world")), TYPE_GT, 1.0),  # containment
         ],
     )
     def test_table(self, pred, gt, expected):
         assert agentcpm_reward(pred, gt).total == expected
+
+    def test_released_radius_as_an_option(self):
+        # the former rule (rule set agentcpm_reward_code): inside the box, else within 0.14
+        cfg = AgentCPMConfig(rules="agentcpm_reward_code")
+        assert agentcpm_reward(click(0.5, 0.58), CLICK_GT, cfg=cfg).total == 1.0
+        assert agentcpm_reward(click(0.5, 0.6), CLICK_GT, cfg=cfg).total == 0.0  # 0.15 away
 
 
 # ----------------------------------------------------------------------------- GUI-R1
@@ -411,12 +526,23 @@ def ground_truths(draw) -> GroundTruth:
     return GroundTruth(a, box=box)
 
 
-_grounding = st.lists(
+_grounding = st.lists(  # one output per model of Co-EPG's three-model ensemble (priors 1:1:2)
     st.fixed_dictionaries(
         {"point": st.one_of(st.none(), _pt.map(list)), "token_logprobs": st.lists(st.floats(-20, 0), max_size=4)}
     ),
+    min_size=3,
     max_size=3,
 )
+_AGENT = "<think>t</think><answer>a</answer>"  # a well-formed trained-agent output (CES eq. 22)
+
+
+def _extras(spec, grounding) -> dict:
+    kw: dict = {}
+    if "grounding" in spec.extras:
+        kw["grounding"] = grounding
+    if "agent_output" in spec.extras:
+        kw["agent_output"] = _AGENT
+    return kw
 
 
 class TestRanges:
@@ -425,8 +551,7 @@ class TestRanges:
     @given(pred=st.one_of(st.none(), actions(), actions().map(ok)), gt=ground_truths(), grounding=_grounding)
     def test_reward_in_declared_range(self, name, pred, gt, grounding):
         spec = get_reward(name)
-        kw = {"grounding": grounding} if "grounding" in spec.extras else {}
-        r = spec.fn(pred, gt, **kw)
+        r = spec.fn(pred, gt, **_extras(spec, grounding))
         assert isinstance(r, RewardResult)
         assert spec.low - 1e-9 <= r.total <= spec.high + 1e-9
         assert all(math.isfinite(v) for v in r.components.values())
@@ -436,11 +561,9 @@ class TestRanges:
     def test_ground_truth_itself_scores_max(self, gt):
         # the gt action, predicted verbatim with a thought, earns the top of every range
         for name, spec in REWARDS.items():
-            kw = {}
-            if "grounding" in spec.extras:
-                kw["grounding"] = [{"point": list(gt.action.point or (0.5, 0.5)), "token_logprobs": [-0.1]}]
-                if gt.action.point is None and gt.box is None:
-                    continue
+            kw = _extras(spec, [{"point": list(gt.action.point or (0.5, 0.5)), "token_logprobs": [-0.1]}] * 3)
+            if "grounding" in spec.extras and gt.action.point is None and gt.box is None:
+                continue
             if (
                 gt.box is not None
                 and gt.action.point is not None
@@ -493,8 +616,9 @@ class TestTRLAdapter:
 
     def test_logs_components(self):
         logged, extra = {}, {}
-        fn = as_trl_reward(get_reward("ces").fn, _parser(), name="ces")
+        fn = as_trl_reward(get_reward("ces").fn, _parser(), name="ces", extra_columns=("agent_output",))
         comps, kwargs = self.batch()
+        kwargs["agent_output"] = ["<think>t</think><answer>a</answer>"] * 3
         fn(
             comps,
             log_metric=lambda k, v: logged.__setitem__(k, v),
@@ -513,7 +637,7 @@ class TestTRLAdapter:
     def test_coepg_grounding_column(self):
         fn = as_trl_reward(get_reward("coepg").fn, _parser(), name="coepg", extra_columns=("grounding",))
         comps, kwargs = self.batch()
-        kwargs["grounding"] = [[{"point": [0.5, 0.45], "token_logprobs": [-0.1]}]] * 3
+        kwargs["grounding"] = [[{"point": [0.5, 0.45], "token_logprobs": [-0.1]}] * 3] * 3  # 72B, 32B, phi_k
         assert fn(comps, **kwargs) == [1.0, 1.0, 0.0]
 
     def test_raising_parser_is_a_failed_parse(self):

@@ -39,7 +39,7 @@ def batch() -> tuple[list, dict]:
         "gt_action": [gt] * 3,
         "gt_box": [list(BOX)] * 3,
         "screen_size": [list(SIZE)] * 3,
-        "grounding": [[{"point": [0.5, 0.45], "token_logprobs": [-0.1]}]] * 3,
+        "grounding": [[{"point": [0.5, 0.45], "token_logprobs": [-0.1]}] * 3] * 3,  # Co-EPG's 3 grounders
     }
     return comps, kwargs
 

@@ -335,15 +335,26 @@ _EVALUATORS: tuple[RuleSet, ...] = (
 # The rewards compare every argument of a coordinate gt that carries one (coordinate_text
 # "if_present") and use boxes as annotated (box_enlarge None) unless the code enlarges them.
 _REWARDS: tuple[RuleSet, ...] = (
-    # AgentCPM-GUI RFT reward as implemented (module guirl.methods.agentcpm.reward): inside the gt
-    # box, else within 0.14 of the gt point; containment; status and key checked. The paper
-    # (AgentCPM-GUI Sec. 2.5) states "inside the gt box" only (docs/metrics.md).
+    # AgentCPM-GUI RFT reward, paper default (AgentCPM-GUI Sec. 2.5.1; ACPM-15 in
+    # docs/fidelity/agentcpm.md): a POINT is right only inside the gt box. The paper is silent on
+    # steps without a gt box; there, within 0.14 of the gt point (ours). Text by containment,
+    # status and key checked (the released evaluator's rules; the paper gives none).
     RuleSet(
         "agentcpm_reward",
+        ClickRule(box_mode="gt_box", distance_threshold=0.14, distance_fallback="no_gt_box"),
+        _CONTAINS,
+        ArgumentRule(coordinate_text="if_present"),
+        source="AgentCPM-GUI Sec. 2.5.1 (point inside the gt box); 0.14 without a gt box is ours",
+    ),
+    # The former rule: inside the gt box, else within 0.14 of the gt point (the released
+    # evaluator's _TAP_DISTANCE_THRESHOLD applied to the reward; the released RFT reward itself is
+    # shaped and continuous, rft/trainer/utils/gui_eval.py, not reproduced).
+    RuleSet(
+        "agentcpm_reward_code",
         ClickRule(box_mode="gt_box", distance_threshold=0.14),
         _CONTAINS,
         ArgumentRule(coordinate_text="if_present"),
-        source="AgentCPM-GUI Sec. 2.5 with the evaluator's 0.14 fallback",
+        source="AgentCPM-GUI eval/utils/evaluator.py 0.14 radius on the reward",
     ),
     # UI-S1 reward (verl gui_traj.py check_response_match): 1.2x candidate box (BBOX_ENLARGE_FACTOR)
     # or within 0.04 (POINT_DISTANCE_THRESHOLD); containment; swipe direction compared (the code
@@ -355,24 +366,27 @@ _REWARDS: tuple[RuleSet, ...] = (
         ArgumentRule(scroll_convention="finger", terminate_status_checked=False, coordinate_text="if_present"),
         source="UI-S1 verl/utils/reward_score/gui_traj.py",
     ),
-    # CES execution-feedback reward (CES eq. 25, code compute_match_score): inside a gt or
-    # candidate box, else within 0.14 (CLICK_COORD_THRESHOLD); token F1 > 0.5
-    # (TEXT_F1_THRESHOLD, strict); scroll direction (eq. 25); press key is part of the verb;
-    # finished() has no status.
+    # CES execution-feedback reward, paper default (CES eq. 25 and Sec. 5.1; CES-11 in
+    # docs/fidelity/ces.md): click / long press right only with the point inside the gt box; type
+    # by token F1 > 0.5 (strict); scroll by direction; any other action by its type (a press
+    # key is part of the CES verb, press_home / press_back); terminate without status. The paper
+    # is silent on steps without a gt box; there, within 0.14 of the gt point (ours).
     RuleSet(
         "ces_reward",
-        ClickRule(box_mode="any_candidate", distance_threshold=0.14),
+        ClickRule(box_mode="gt_box", distance_threshold=0.14, distance_fallback="no_gt_box"),
         _F1_STRICT,
         ArgumentRule(terminate_status_checked=False, coordinate_text="if_present"),
-        source="CES eq. 25; code verl/utils/reward_score/gui.py",
+        source="CES eq. 25 (point in the gt box); 0.14 without a gt box is ours",
     ),
-    # CES released code: scroll() has no argument, so any scroll direction scores 1.
+    # CES released code (verl/utils/reward_score/gui.py compute_match_score): inside a gt or
+    # candidate box, else within 0.14 (CLICK_COORD_THRESHOLD); F1 > 0.5; scroll() has no
+    # argument, so any scroll direction scores 1.
     RuleSet(
         "ces_reward_code",
         ClickRule(box_mode="any_candidate", distance_threshold=0.14),
         _F1_STRICT,
         ArgumentRule(scroll_direction_checked=False, terminate_status_checked=False, coordinate_text="if_present"),
-        source="CES code verl/utils/reward_score/gui.py (scroll without direction)",
+        source="CES code verl/utils/reward_score/gui.py (0.14 radius, scroll without direction)",
     ),
     # CCPO reward as implemented (released code gui_utils/utils_reward.py): the distance is to the
     # nearest of the gt point and the gt/candidate boxes (0 inside a box), and the reward turns it

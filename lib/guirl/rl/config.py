@@ -44,7 +44,9 @@ class RLConfig(Section):
     histories: list[Annotated[str, StringConstraints(pattern=r"^[0-5](A|AO)$")]] = Field(
         default_factory=lambda: ["1AO", "3AO"], min_length=1
     )  # CCPO A.1.3: 1-3AO histories
-    max_steps: int = Field(default=100, ge=1)  # not from the paper (it trains 3 epochs, Table 8)
+    max_steps: int = Field(
+        default=100, ge=1
+    )  # not from the paper: CCPO is silent on a step count (it trains 3 epochs, Table 8)
     prompts_per_step: int = Field(default=32, ge=1)  # CCPO Table 8 train_batch_size (AC)
     group_size: int = Field(default=4, ge=1)  # rollouts per prompt; CCPO Table 11 ablates 2 / 4 / 8
     max_new_tokens: int = Field(default=128, ge=1)  # CCPO Table 8 max_response_length
@@ -61,11 +63,11 @@ class RLConfig(Section):
     adv_eps: float = Field(default=1e-6, gt=0)  # verl GRPO epsilon (TRL uses 1e-4)
     loss_agg: Literal[LOSS_AGGS] = "token-mean"  # type: ignore[valid-type]  # verl default
     dapo_std_threshold: float | None = Field(default=0.2, ge=0)  # CCPO Table 8 DAPO threshold (AC)
-    max_draws: int = Field(default=4, ge=1)  # not from the paper: cap on DAPO re-draws per step
+    max_draws: int = Field(default=4, ge=1)  # not from the paper: CCPO is silent on a cap of DAPO re-draws per step
     rollout_batch_size: int = Field(default=8, ge=1)  # prompts per generate call (n sequences each)
     mini_batches: int = Field(default=4, ge=1)  # CCPO Table 8 fixed_num_mini_batches
     micro_batch_size: int = Field(default=1, ge=1)  # CCPO Table 8 ppo_micro_batch_size_per_gpu
-    save_steps: int = Field(default=50, ge=1)  # not from the paper
+    save_steps: int = Field(default=50, ge=1)  # not from the paper: CCPO is silent on checkpoint intervals
     save_total_limit: int = Field(default=2, ge=1)  # checkpoints kept on disk
 
     @model_validator(mode="after")

@@ -10,7 +10,9 @@ JSON (``click``/``long_press`` with ``x``, ``y``; ``scroll`` with ``direction``;
   unchanged (OS-Genesis is built on Qwen2-VL relative coordinates).
 * ``scroll`` direction: **content** convention (AndroidControl stores the content direction).
 * Lenient decoding: strict JSON first, then a Python literal (single quotes).
-* ``dismiss`` / ``get_text`` (OS-Genesis extras) have no canonical action -> failure.
+* ``dismiss`` / ``get_text`` (OS-Genesis extras, with ``x``, ``y``) are read as a click at that
+  point (AgentCPM-GUI Table 10: both become ``{"POINT": [x, y]}``); ``extra["action_word"]``
+  keeps the word.
 
 Round-trip tolerance: 0.5/1000 per axis.
 """
@@ -91,11 +93,12 @@ class OSGenesisFormat(ActionFormat):
         if not isinstance(kind, str):
             raise FormatFail(f"missing or non-string 'action_type': {kind!r}")
         sp = ctx.space("thousand")
-        if kind in ("click", "long_press"):
+        if kind in ("click", "long_press", "dismiss", "get_text"):
             if "x" not in d or "y" not in d:
                 raise FormatFail(f"{kind} needs 'x' and 'y'")
             p = point_in(sp, [d["x"], d["y"]])
-            a = Action(ActionType.CLICK if kind == "click" else ActionType.LONG_PRESS, point=p)
+            extra = {"action_word": kind} if kind in ("dismiss", "get_text") else {}
+            a = Action(ActionType.LONG_PRESS if kind == "long_press" else ActionType.CLICK, point=p, extra=extra)
         elif kind in ("type", "input_text"):
             a = Action(ActionType.TYPE, text=text_arg(d.get("text"), "text"))
         elif kind == "scroll":

@@ -1,10 +1,22 @@
-"""AgentCPM-GUI's unified action mapping across model families (evaluation appendix).
+"""AgentCPM-GUI's unified action mapping across model families (AgentCPM-GUI App. B, Tables 6, 8-12).
 
 AgentCPM-GUI evaluates every baseline in its own compact action space: each family's output is
-converted by a per-family function in the public eval code (``eval/run_predict_*.py``) and then
-read by ``eval/utils/evaluator.py::ActionEvaluator.action_map``. :func:`to_unified` reproduces
-those rules on canonical actions, so that our metrics can score any family the way the
-AgentCPM-GUI paper does. The input is the :class:`Action` a family's parser produced (see
+converted (App. B, one mapping table per family; in the public eval code a per-family function of
+``eval/run_predict_*.py`` read by ``eval/utils/evaluator.py::ActionEvaluator.action_map``).
+:func:`to_unified` reproduces those rules on canonical actions, so that our metrics can score any
+family the way the AgentCPM-GUI paper does.
+
+``variant="paper"`` (default) follows the paper's tables where the released converters differ;
+``variant="released"`` reproduces the released code (``docs/fidelity/agentcpm.md``):
+
+* OS-Atlas scroll with the low-level instruction (Table 9, B.3.2; ACPM-30): reversed in the
+  paper; the released converter compares a lower-cased word with ``"UP"``, so it never reverses;
+* OdysseyAgent ``RECENT`` (B.5.2; ACPM-33): not in AgentCPM-GUI's action space and ignored in
+  evaluation (:class:`IgnoredInEvaluation`); the released converter maps it to ``APPSELECT``;
+* Aguvis ``mobile.terminate`` (Table 12; ACPM-34): ``{"STATUS": "finish"}`` whatever its status;
+  the released converter keeps a failure as a failed stop.
+
+Aguvis ``open_app`` (Table 12, B.6.2) is ignored in evaluation in both variants. The input is the :class:`Action` a family's parser produced (see
 :mod:`guirl.actions.formats`); the output is an :class:`Action` in the unified space:
 
 * points on the [0, 1000] grid (``int()`` truncation for Qwen2.5-VL as in ``qwen2_5_2_minicpm``,
@@ -17,7 +29,9 @@ AgentCPM-GUI paper does. The input is the :class:`Action` a family's parser prod
 
 Actions AgentCPM-GUI's converters cannot express (open app, answer, a Menu/RECENT key where the
 converter drops or mis-spells it, Aguvis swipes/Enter) raise :class:`ActionError` with the
-reason; :func:`try_to_unified` returns ``(None, reason)`` instead.
+reason; the ones the paper says are ignored in evaluation raise its subclass
+:class:`IgnoredInEvaluation` (leave the step out of the scores); :func:`try_to_unified` returns
+``(None, reason)`` instead of raising.
 """
 
 from __future__ import annotations
@@ -27,6 +41,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from guirl.actions.types import OPPOSITE, Action, ActionError, ActionType
+
+Variant = Literal["paper", "released"]
+VARIANTS: tuple[str, ...] = ("paper", "released")
+
+
+class IgnoredInEvaluation(ActionError):
+    """An action AgentCPM-GUI leaves out of its scores (Odyssey RECENT, B.5.2; Aguvis open_app,
+    B.6.2): the step is not counted, neither right nor wrong."""
+
 
 #: AgentCPM-GUI schema default duration (``schema_for_extraction.json``): a POINT with a longer
 #: duration is a long press, otherwise a click.
@@ -59,12 +82,13 @@ RULES: dict[str, FamilyRule] = {
     "qwen_mobile_use": FamilyRule("finger", "keep", "floor", 1000, DEFAULT_DURATION_MS),
     # uitars2minicpm: "need reverse direction" for scroll; long_press time or 1000; wait() -> 200.
     "uitars": FamilyRule("content", "reverse", "round", 1000, DEFAULT_DURATION_MS),
-    # os_atlas_2minicpm: the low-instruction reversal compares a lower-cased word with "UP" etc.,
-    # so it never fires: directions are kept in both settings. LONG_PRESS -> 1000; WAIT -> 200.
+    # Table 9 / os_atlas_2minicpm: LONG_PRESS -> 1000; WAIT -> 200; SCROLL kept, reversed with the
+    # low-level instruction in the paper (the released reversal never fires: ``variant``).
     "osatlas": FamilyRule("content", "keep", "round", 1000, DEFAULT_DURATION_MS),
-    # os_gensis_2minicpm: reversed only when USE_LOW_INSTRUCTION (see ``low_instruction``).
+    # Table 10 / os_gensis_2minicpm: reversed only with the low-level instruction (``low_instruction``).
     "osgenesis": FamilyRule("content", "keep", "round", 1000, DEFAULT_DURATION_MS),
-    # run_predict_odyssey.mapping_actions: SCROLL word kept; LONG_PRESS -> 1000; RECENT -> APPSELECT.
+    # Table 11 / run_predict_odyssey.mapping_actions: SCROLL word kept; LONG_PRESS -> 1000; RECENT
+    # ignored in the paper (B.5.2), APPSELECT in the released code (``variant``).
     "odyssey": FamilyRule("finger", "keep", "round", 1000, DEFAULT_DURATION_MS),
     # run_predict_aguvis.mapping_actions: scroll(page>0) -> "up", hscroll(page<0) -> "left"
     # (word kept); round(x*1000); long_press -> 1000; wait -> 3000.
@@ -88,15 +112,22 @@ def _fail(family: str, why: str) -> ActionError:
     return ActionError(f"AgentCPM-GUI unified mapping ({family}): {why}")
 
 
-def to_unified(action: Action, source_family: str, *, low_instruction: bool = False) -> Action:
+def to_unified(
+    action: Action, source_family: str, *, low_instruction: bool = False, variant: Variant = "paper"
+) -> Action:
     """Map a parsed action of ``source_family`` into AgentCPM-GUI's unified action space.
 
-    ``low_instruction``: the AndroidControl-low setting, where AgentCPM-GUI reverses OS-Genesis'
-    scroll direction. Raises :class:`ActionError` (naming family and reason) for actions the
-    AgentCPM-GUI converters cannot map, and ``KeyError`` for an unknown family.
+    ``low_instruction``: the AndroidControl-low setting, where AgentCPM-GUI reverses OS-Atlas'
+    and OS-Genesis' scroll direction (Tables 9-10). ``variant``: ``"paper"`` (the tables) or
+    ``"released"`` (the released converters; module doc). Raises :class:`IgnoredInEvaluation`
+    for actions the paper leaves out of the scores, :class:`ActionError` (naming family and
+    reason) for actions the converters cannot map, and ``KeyError`` for an unknown family or
+    ``ValueError`` for an unknown variant.
     """
     if source_family not in RULES:
         raise KeyError(f"unknown source family {source_family!r}; known: {list(FAMILIES)}")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown mapping variant {variant!r}; known: {list(VARIANTS)}")
     rule = RULES[source_family]
     t = action.type
     fam = source_family
@@ -113,13 +144,19 @@ def to_unified(action: Action, source_family: str, *, low_instruction: bool = Fa
         if fam == "aguvis" and action.point2 is not None:
             raise _fail(fam, "mobile.swipe is not handled by AgentCPM-GUI's Aguvis mapping")
         word = action.in_convention(rule.native_convention).direction  # type: ignore[arg-type]
-        reverse = rule.scroll == "reverse" or (fam == "osgenesis" and low_instruction)
+        low_reverses = fam == "osgenesis" or (fam == "osatlas" and variant == "paper")
+        reverse = rule.scroll == "reverse" or (low_reverses and low_instruction)
         d = OPPOSITE[word] if reverse else word  # type: ignore[index]
         start = action.point if fam in ("agentcpm", "qwen_mobile_use") and action.point is not None else (0.5, 0.5)
         return Action(ActionType.SCROLL, point=_point(start, rule.quantize), direction=d, convention="finger")  # type: ignore[arg-type]
     if t is ActionType.TYPE:
         return Action(ActionType.TYPE, text=action.text)
     if t is ActionType.PRESS:
+        if action.key == "recent" and fam == "odyssey" and variant == "paper":
+            raise IgnoredInEvaluation(
+                f"AgentCPM-GUI unified mapping ({fam}): RECENT is not in the action space and is ignored in "
+                "evaluation (AgentCPM-GUI B.5.2)"
+            )
         if action.key == "recent" and fam in ("qwen_mobile_use", "osatlas"):
             why = (
                 "system_button Menu is dropped"
@@ -138,19 +175,37 @@ def to_unified(action: Action, source_family: str, *, low_instruction: bool = Fa
         )
         return Action(ActionType.WAIT, duration_ms=ms)
     if t is ActionType.TERMINATE:
-        # Qwen2.5-VL: any terminate -> STATUS finish; UI-TARS finished() / OS-Atlas COMPLETE -> finish;
-        # Aguvis: success -> finish, otherwise interrupt; Odyssey: IMPOSSIBLE -> impossible.
-        status = "success" if fam == "qwen_mobile_use" else action.status
+        # Qwen2.5-VL (Table 6): any terminate -> STATUS finish; UI-TARS finished() / OS-Atlas COMPLETE
+        # -> finish; Aguvis (Table 12): mobile.terminate -> finish in the paper, a failure is a failed
+        # stop (interrupt) in the released code; Odyssey (Table 11): IMPOSSIBLE -> impossible.
+        every_finish = fam == "qwen_mobile_use" or (fam == "aguvis" and variant == "paper")
+        status = "success" if every_finish else action.status
         return Action(ActionType.TERMINATE, status=status)  # type: ignore[arg-type]
+    if t is ActionType.OPEN_APP and fam == "aguvis":
+        raise IgnoredInEvaluation(
+            f"AgentCPM-GUI unified mapping ({fam}): open_app is not in the action space and is ignored in "
+            "evaluation (AgentCPM-GUI Table 12, B.6.2)"
+        )
     raise _fail(fam, f"{t.value!r} actions are not in AgentCPM-GUI's action schema")
 
 
-def try_to_unified(action: Action, source_family: str, *, low_instruction: bool = False) -> tuple[Action | None, str]:
+def try_to_unified(
+    action: Action, source_family: str, *, low_instruction: bool = False, variant: Variant = "paper"
+) -> tuple[Action | None, str]:
     """:func:`to_unified` that returns ``(None, reason)`` instead of raising ``ActionError``."""
     try:
-        return to_unified(action, source_family, low_instruction=low_instruction), ""
+        return to_unified(action, source_family, low_instruction=low_instruction, variant=variant), ""
     except ActionError as e:
         return None, str(e)
 
 
-__all__ = ["DEFAULT_DURATION_MS", "FAMILIES", "RULES", "FamilyRule", "to_unified", "try_to_unified"]
+__all__ = [
+    "DEFAULT_DURATION_MS",
+    "FAMILIES",
+    "RULES",
+    "VARIANTS",
+    "FamilyRule",
+    "IgnoredInEvaluation",
+    "to_unified",
+    "try_to_unified",
+]

@@ -1,19 +1,25 @@
 """AgentCPM-GUI RFT reward in ``{-1, 0, 1}`` (Zhang et al., "AgentCPM-GUI: Building Mobile-Use Agents
-with Reinforcement Fine-Tuning", arXiv 2506.01391, Sec. 3 "Reinforcement Fine-Tuning", GRPO).
+with Reinforcement Fine-Tuning", arXiv 2506.01391, Sec. 2.5.1, GRPO).
 
-``-1`` when the output cannot be parsed (format error), ``0`` when it parses but the action is
-wrong, ``1`` when type and arguments are right. Correctness is the matching rule set
-``"agentcpm_reward"`` (:data:`guirl.matching.RULES`, ``AgentCPMConfig.rules``): a click is right
-inside the gt box, else within 0.14 of the gt point; text by containment after lower/strip;
-scroll by direction (compared in one convention); press by key; terminate by status. The paper
-(AgentCPM-GUI Sec. 2.5) says a point is right inside the gt box; the evaluator protocol
-``"agentcpm"`` accepts 1.2x candidate boxes that contain the gt point, else 0.14
-(``docs/metrics.md``, "Reward rules vs evaluator").
+``-1`` when the output cannot be parsed (format error: malformed structure or missing fields),
+``0`` when it parses but the action is wrong, ``1`` when type and arguments are right (Sec. 2.5.1).
+Correctness is the matching rule set ``AgentCPMConfig.rules`` (:data:`guirl.matching.RULES`):
+
+* ``"agentcpm_reward"`` (default, the paper): a POINT is right only inside the gt box (Sec.
+  2.5.1, ACPM-15 in ``docs/fidelity/agentcpm.md``); on a step without a gt box, where the paper
+  is silent, within 0.14 of the gt point;
+* ``"agentcpm_reward_code"``: inside the gt box, else within 0.14 of the gt point (the released
+  evaluator's ``_TAP_DISTANCE_THRESHOLD`` applied to the reward; the former default).
+
+Both compare text by containment after lower/strip, scroll by direction (in one convention),
+press by key and terminate by status (the released evaluator's argument rules; the paper states
+none). The evaluator protocol ``"agentcpm"`` (TM / EM of Table 2) accepts 1.2x candidate boxes
+that contain the gt point, else 0.14 (``docs/metrics.md``, "Reward rules vs evaluator").
 
 Not reproduced: the released ``rft/trainer/utils/gui_eval.py`` trains with shaped, partly
-continuous terms (schema check, key-set match, Manhattan-distance click credit); this module
-implements the three-valued reward stated in the paper as given in the brief. The AndroidControl
-evaluation mode (0.04 radius, 5 nearest boxes) is a metric, not this reward.
+continuous terms (schema check, key-set match, Manhattan-distance click credit); this module is
+the three-valued reward the paper states. The AndroidControl evaluation mode (0.04 radius, 5
+nearest boxes) is a metric, not this reward.
 """
 
 from __future__ import annotations
@@ -28,12 +34,12 @@ __all__ = ["AgentCPMConfig", "agentcpm_action_correct", "agentcpm_reward"]
 
 @dataclass(frozen=True)
 class AgentCPMConfig:
-    """Reward levels and the matching rule set the reward trains with."""
+    """Reward levels (AgentCPM-GUI Sec. 2.5.1) and the matching rule set the reward trains with."""
 
-    format_error: float = -1.0  # AgentCPM-GUI Sec. 2.5 RFT: unparsable output
-    wrong: float = 0.0
-    right: float = 1.0
-    rules: str = "agentcpm_reward"  # guirl.matching.RULES; = METHOD.reward_rules
+    format_error: float = -1.0  # AgentCPM-GUI Sec. 2.5.1: format failure
+    wrong: float = 0.0  # AgentCPM-GUI Sec. 2.5.1: format right, answer wrong
+    right: float = 1.0  # AgentCPM-GUI Sec. 2.5.1: both right
+    rules: str = "agentcpm_reward"  # guirl.matching.RULES; = METHOD.reward_rules ("agentcpm_reward_code": 0.14)
 
 
 def agentcpm_action_correct(pred: Action, gt: GroundTruth, cfg: AgentCPMConfig = AgentCPMConfig()) -> bool:

@@ -7,6 +7,7 @@ method has no step protocol."""
 
 from __future__ import annotations
 
+from guirl.methods.androidlong.config import AndroidLongSection
 from guirl.methods.registry import Method
 
 METHOD = Method(
@@ -19,6 +20,7 @@ METHOD = Method(
     system_prompt=None,
     eval_protocol=None,
     reward=None,
+    config_section=AndroidLongSection,
     notebooks=("07_agentcpm_androidlong",),
     summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning",
 )

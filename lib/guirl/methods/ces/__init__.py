@@ -6,6 +6,7 @@ long-horizon tasks; the reward scores the Executor's action (execution feedback,
 
 from __future__ import annotations
 
+from guirl.methods.ces.config import CESSection
 from guirl.methods.ces.reward import CESConfig, ces_reward
 from guirl.methods.registry import Method
 from guirl.rewards.base import RewardSpec
@@ -19,8 +20,17 @@ METHOD = Method(
     output_format="ces_executor",
     system_prompt=None,
     eval_protocol="ces",
-    reward=RewardSpec("ces", ces_reward, CESConfig, 0.0, CESConfig().high, "CES Sec. 3 (execution-feedback reward)"),
+    reward=RewardSpec(
+        "ces",
+        ces_reward,
+        CESConfig,
+        0.0,
+        CESConfig().high,
+        "CES eq. 21-25 (execution-feedback reward)",
+        extras=("agent_output",),  # CES eq. 22: the format term reads the trained agent's own text
+    ),
     reward_rules="ces_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
+    config_section=CESSection,
     notebooks=("04_ces_staged_rl",),
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",
 )

@@ -6,6 +6,7 @@ iterations (data purity / diversity, :mod:`guirl.methods.coepg.data_quality`).""
 
 from __future__ import annotations
 
+from guirl.methods.coepg.config import CoEPGSection
 from guirl.methods.coepg.reward import CoEPGConfig, coepg_reward
 from guirl.methods.registry import Method
 from guirl.rewards.base import RewardSpec
@@ -21,6 +22,7 @@ METHOD = Method(
     eval_protocol="coepg",
     reward=RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG Sec. 4.3 (C-DREM)", extras=("grounding",)),
     reward_rules="coepg_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
+    config_section=CoEPGSection,
     notebooks=("03_coepg_iterations",),
     summary="planner GRPO with the C-DREM grounding-ensemble reward; planner and grounder co-evolve",
 )

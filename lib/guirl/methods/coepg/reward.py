@@ -1,36 +1,44 @@
 """Co-EPG planning reward with the Confidence-based Dynamic Reward Ensemble Mechanism (C-DREM)
 (Zhao et al., "Co-EPG: A Framework for Co-Evolution of Planning and Grounding in Autonomous GUI
-Agents", AAAI 2026, arXiv 2511.10705, Sec. 3 "C-DREM").
+Agents", AAAI 2026, arXiv 2511.10705, Sec. 4.3, eq. 3-9; App. B-C).
 
-The planning model emits an action type, a description of the target element and a value; each
-of K grounding models turns the description into a point. C-DREM rewards the plan by how much of
-the (confidence-weighted) grounding ensemble lands on the ground-truth element:
+The planning model writes an action type, a description of the target element (the plan) and a
+value; each of N grounding models turns the plan into a point. C-DREM rewards the plan by how
+much of the confidence-weighted grounding ensemble lands on the ground-truth element:
 
-* confidence of grounding model i: ``c_i = mean_t log p_i(coordinate token t)`` (<= 0);
-* ensemble weights ``w = softmax(prior_i * c_i)`` over the models;
-* plan reward ``r_plan = sum_i w_i * [point_i hits the gt box]``;
-* type reward ``r_type = [type matches]``; value reward ``r_value = [token F1(value, gt) > 0.5]``;
-* final reward ``r = r_type * r_plan`` (coordinate actions) ``* r_value`` (actions with a value),
-  ``r = r_type * r_value`` for value-only actions, ``r = r_type`` otherwise. Range ``[0, 1]``.
+* accuracy of grounding model j (eq. 3): ``Acc_j = [point_j inside the gt box]``;
+* confidence (eq. 6): ``c_j = mean_l log p_j(coordinate token l)`` (<= 0);
+* weights (eq. 5): ``w_j = softmax_j(sigma_j * c_j)`` with the static priors ``sigma``;
+* plan reward (eq. 4): ``r_plan = sum_j w_j * Acc_j``;
+* type reward (eq. 7) ``[type matches]``; value reward (eq. 8) ``[token F1(value, gt) > 0.5]``;
+* final reward (eq. 9): 0 when the type or the value is wrong, else ``r_plan``. Range ``[0, 1]``.
 
-Caveats (the paper text and code were not readable in this session; Co-EPG's code is not
-released): the formula above is the project brief's. With ``confidence="logprob"`` (default, the
-brief) ``prior * c_i`` is <= 0, so a larger prior *lowers* a model's weight unless its
-log-probability is 0; ``confidence="prob"`` uses ``c_i = exp(mean log p)`` in ``(0, 1]``, under
-which a larger prior raises the weight. Which one the paper means must be checked against its
-Eq. for C-DREM before reporting numbers. The hit test uses the gt box; without a box it falls
-back to 0.14 around the gt point (our choice, not the paper's; the rule set ``"coepg_reward"``). Priors have no
-published default here: the tests use 1:1:2 as the brief's worked example.
+Priors (App. B, App. C, Table 5): 1:1:2 for the ensemble (Qwen2.5-VL-72B-Instruct,
+Qwen2.5-VL-32B-Instruct, the trained grounder phi_k), in that order; ``CoEPGConfig.priors``
+defaults to ``(1.0, 1.0, 2.0)`` and the ``grounding`` outputs must come in the same order (a
+different number of outputs is an error naming the priors). Table 5's other rows (1:1:1,
+1:1:1.5, 1:1:3) are other values of the same field.
 
-Inputs are plain numbers (points and per-token log-probabilities), so the function is pure; the
-grounding models themselves are run elsewhere.
+**Eq. 5 contradicts the text** (``docs/fidelity/coepg.md``, "Where the paper contradicts
+itself"): ``c_j <= 0``, so a larger prior multiplies a non-positive number and, at equal
+confidences, gives the model *less* weight, while Sec. 4.3 and App. C say the larger prior marks
+the more important model. ``confidence="logprob"`` (default) is the literal equation;
+``confidence="prob"`` uses ``c_j = exp(mean log p)`` in ``(0, 1]``, under which a larger prior
+raises the weight (the evident intent). :func:`coepg_reward` reports both readings as the
+components ``plan_logprob`` and ``plan_prob`` whatever the configured one, so a run can say
+what the other reading would have paid.
+
+Paper silent: a step without a gt box is a hit within 0.14 of the gt point (the rule set
+``"coepg_reward"``); r_plan of an action without a target (scroll, navigate, wait, ...) is 1,
+so the reward reduces to the type and value gates. Inputs are plain numbers (points and
+per-token log-probabilities), so the function is pure; the grounding models run elsewhere.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ParseResult
@@ -39,6 +47,8 @@ from guirl.matching import arguments_match, click_match, get_rules, gt_point, te
 from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result
 
 __all__ = [
+    "ENSEMBLE",
+    "PAPER_PRIORS",
     "GroundingOutput",
     "CoEPGConfig",
     "grounding_confidence",
@@ -70,15 +80,24 @@ class GroundingOutput:
         )
 
 
+#: The grounding ensemble of Co-EPG's main experiments, in the order of :data:`PAPER_PRIORS`
+#: (App. B lists the models, App. C gives the ratio in this order).
+ENSEMBLE: tuple[str, ...] = ("Qwen2.5-VL-72B-Instruct", "Qwen2.5-VL-32B-Instruct", "trained grounder phi_k")
+#: Static priors 1:1:2 (Co-EPG App. B line 379, App. C and Table 5: best of 1:1:1 .. 1:1:3).
+PAPER_PRIORS: tuple[float, ...] = (1.0, 1.0, 2.0)
+
+
 @dataclass(frozen=True)
 class CoEPGConfig:
-    """C-DREM settings. ``priors`` (one per grounding model; empty = all 1) have no published default
-    we could read. ``rules`` names the matching rule set: the hit test of a grounding point (gt
-    box; within 0.14 of the gt point only when the gt has no box, our choice) and the value rule
-    (token F1 ``> 0.5``, strict as the brief states)."""
+    """C-DREM settings. ``priors``: one static prior per grounding model, in the order the
+    ``grounding`` outputs come (default 1:1:2 for :data:`ENSEMBLE`, Co-EPG App. B; ``()`` = all 1,
+    for an ensemble of any size). ``confidence``: ``"logprob"`` (eq. 5-6 literally) or ``"prob"``
+    (the intent, module doc). ``rules`` names the matching rule set: the hit test of a grounding
+    point (gt box, eq. 3; within 0.14 of the gt point only when the gt has no box, ours) and the
+    value rule (token F1 ``> 0.5``, eq. 8)."""
 
-    priors: tuple[float, ...] = ()
-    confidence: Literal["logprob", "prob"] = "logprob"
+    priors: tuple[float, ...] = PAPER_PRIORS  # Co-EPG App. B / App. C: 72B : 32B : phi_k = 1 : 1 : 2
+    confidence: Literal["logprob", "prob"] = "logprob"  # Co-EPG eq. 5-6 as printed
     rules: str = "coepg_reward"  # guirl.matching.RULES; = METHOD.reward_rules
 
 
@@ -94,13 +113,18 @@ def grounding_confidence(token_logprobs: Sequence[float], mode: Literal["logprob
 
 
 def ensemble_weights(confidences: Sequence[float], priors: Sequence[float] | None = None) -> list[float]:
-    """``softmax(prior_i * c_i)`` over models; ``-inf`` logits get weight 0; all ``-inf`` -> all 0."""
+    """Co-EPG eq. 5: ``softmax(prior_i * c_i)`` over models; ``-inf`` logits get weight 0; all
+    ``-inf`` -> all 0. ``priors`` ``None`` or empty: all 1."""
     k = len(confidences)
     if k == 0:
         return []
     pri = [1.0] * k if not priors else [float(p) for p in priors]
     if len(pri) != k:
-        raise ValueError(f"{len(pri)} priors for {k} grounding models")
+        raise ValueError(
+            f"{len(pri)} priors {tuple(pri)} for {k} grounding outputs; CoEPGConfig.priors has one prior per "
+            f"grounding model in the order of the outputs (Co-EPG App. B: {', '.join(ENSEMBLE)} = 1:1:2), "
+            "or () for equal priors"
+        )
     if any(p <= 0 for p in pri):
         raise ValueError(f"priors must be > 0, got {pri}")
     logits = [p * c for p, c in zip(pri, confidences)]
@@ -118,17 +142,21 @@ def coepg_plan_reward(
     gt: GroundTruth,
     cfg: CoEPGConfig = CoEPGConfig(),
 ) -> tuple[float, list[float], list[bool]]:
-    """C-DREM plan reward ``sum_i w_i * hit_i``; returns ``(reward, weights, hits)``."""
+    """C-DREM plan reward ``sum_i w_i * hit_i`` (Co-EPG eq. 3-6); returns ``(reward, weights, hits)``."""
     outs = [GroundingOutput.from_any(g) for g in grounding]
-    conf = [grounding_confidence(o.token_logprobs, cfg.confidence) for o in outs]
-    if cfg.confidence == "prob":
-        # a model with no coordinates (confidence 0) must not get weight: mask it like -inf
-        conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
-    w = ensemble_weights(conf, cfg.priors or None)
+    w = _weights(outs, cfg.priors, cfg.confidence)
     rule = get_rules(cfg.rules).click
     target = gt_point(gt.action, gt.box)
     hits = [click_match(o.point, target, rule, gt_box=gt.box, candidate_boxes=gt.candidate_boxes) for o in outs]
     return float(sum(wi for wi, h in zip(w, hits) if h)), w, hits
+
+
+def _weights(outs: Sequence[GroundingOutput], priors: Sequence[float], mode: Literal["logprob", "prob"]) -> list[float]:
+    conf = [grounding_confidence(o.token_logprobs, mode) for o in outs]
+    if mode == "prob":
+        # a model with no coordinates (confidence 0) must not get weight: mask it like -inf
+        conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
+    return ensemble_weights(conf, priors or None)
 
 
 def coepg_reward(
@@ -139,9 +167,12 @@ def coepg_reward(
     cfg: CoEPGConfig = CoEPGConfig(),
 ) -> RewardResult:
     """Co-EPG planning reward in ``[0, 1]`` (module doc). ``grounding`` holds one output per
-    grounding model for the planner's target description (needed for coordinate actions)."""
+    grounding model for the planner's target description, in the order of ``cfg.priors`` (needed
+    for coordinate actions). Components: ``format``, ``type``, ``plan`` (the configured reading
+    of eq. 5), ``value``, and ``plan_logprob`` / ``plan_prob``, the plan reward under each reading
+    of eq. 5 (both reported, module doc)."""
     pr = as_parse_result(pred)
-    comps = {"format": 0.0, "type": 0.0, "plan": 0.0, "value": 0.0}
+    comps = {"format": 0.0, "type": 0.0, "plan": 0.0, "value": 0.0, "plan_logprob": 0.0, "plan_prob": 0.0}
     if not pr.ok:
         return RewardResult(0.0, comps)
     assert pr.action is not None
@@ -154,10 +185,12 @@ def coepg_reward(
     total = 1.0
     if g.type in COORDINATE_TYPES:
         plan, _, _ = coepg_plan_reward(grounding, gt, cfg)
-        comps["plan"] = plan
+        other = "prob" if cfg.confidence == "logprob" else "logprob"
+        comps["plan"] = comps[f"plan_{cfg.confidence}"] = plan
+        comps[f"plan_{other}"] = coepg_plan_reward(grounding, gt, replace(cfg, confidence=other))[0]
         total *= plan
     else:
-        comps["plan"] = 1.0
+        comps["plan"] = comps["plan_logprob"] = comps["plan_prob"] = 1.0
     has_value = g.type in TEXT_TYPES or g.text is not None
     if has_value:
         comps["value"] = 1.0 if text_match(a.text, g.text, rules.text) else 0.0

@@ -1,0 +1,177 @@
+"""The per-method config sections (lib/guirl/methods/<paper>/config.py): the paper profiles resolve
+each with the papers' values. Every case names its place in the paper (docs/papers.md says which
+text file is which paper); the values are read by hand from the tables."""
+
+from __future__ import annotations
+
+import pytest
+
+import guirl.methods as methods
+from guirl.actions.formats import FormatContext
+from guirl.config import ConfigError, load_config
+from guirl.methods.agentcpm.reward import AgentCPMConfig
+from guirl.methods.ces.reward import CESConfig
+from guirl.methods.coepg.config import pixel_budget
+from guirl.methods.coepg.reward import CoEPGConfig
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return load_config("paper-3b")
+
+
+def test_every_paper_method_of_this_change_has_a_section():
+    for name in ("coepg", "ces", "agentcpm", "androidlong"):
+        assert methods.get(name).config_section is not None, name
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        # ---- Co-EPG App. B (line 379), App. A (373), Sec. 5.2 (140)
+        ("coepg.max_pixels", 802816),  # App. B: at most 1024 x 28 x 28 pixels
+        ("coepg.sft.batch_size", 96),  # App. B: planner SFT batch 96
+        ("coepg.sft.learning_rate", 1e-6),  # App. B
+        ("coepg.sft.weight_decay", 0.05),  # App. B
+        ("coepg.sft.epochs", 3),  # App. B
+        ("coepg.sft.zero_stage", 3),  # App. B: ZeRO-3
+        ("coepg.grpo.group_size", 7),  # App. B: 7 rollouts per group
+        ("coepg.grpo.temperature", 0.9),  # App. B
+        ("coepg.grpo.learning_rate", 5e-7),  # App. B
+        ("coepg.grpo.batch_size", 294),  # App. B
+        ("coepg.grpo.beta", 0.01),  # App. B: KL coefficient
+        ("coepg.grpo.clip", 0.2),  # App. B: clip ratio
+        ("coepg.grpo.priors", (1.0, 1.0, 2.0)),  # App. B-C: 72B : 32B : phi_k
+        ("coepg.androidcontrol_eval_steps", 500),  # App. A: 500 sampled step-actions
+        ("coepg.n_runs", 3),  # Sec. 5.2: mean of three runs
+        # ---- CES Table 4 (lines 424-433), Sec. 5.1 (198), App. B.1-B.2 (412-420)
+        ("ces.coordinator.learning_rate", 1e-6),  # Table 4
+        ("ces.coordinator.epochs", 10),  # Table 4 / Sec. 5.1
+        ("ces.state_tracker.epochs", 5),  # Table 4 / Sec. 5.1
+        ("ces.coordinator.train_batch_size", 32),  # Table 4
+        ("ces.coordinator.clip_ratio", 0.2),  # Table 4
+        ("ces.coordinator.rollout_n", 4),  # Table 4
+        ("ces.coordinator.max_prompt_length", 8192),  # Table 4
+        ("ces.coordinator.max_response_length", 256),  # Table 4
+        ("ces.state_tracker.max_response_length", 512),  # Table 4
+        ("ces.warmup.epochs", 1),  # Sec. 5.1: one epoch of warm-up SFT
+        ("ces.warmup.learning_rate", 5e-5),  # Sec. 5.1
+        ("ces.warmup.lora_r", 8),  # App. B.2
+        ("ces.warmup.lora_alpha", 16),  # App. B.2
+        ("ces.warmup.samples", 1000),  # App. B.1: 1K steps
+        ("ces.warmup.rl_pool", 3000),  # App. B.1: 3K steps
+        ("ces.alpha1", 0.1),  # Sec. 5.1: alpha_1
+        ("ces.alpha2", 0.9),  # Sec. 5.1: alpha_2
+        ("ces.gamma1", 0.2),  # Sec. 5.1: gamma_1
+        ("ces.gamma2", 0.8),  # Sec. 5.1: gamma_2
+        ("ces.executor_model", "GUI-R1-7B"),  # Sec. 5.1
+        # ---- AgentCPM-GUI Table 4 (lines 265-280), Table 5 (284-298), Table 7 (406-413)
+        ("agentcpm.sft.model_max_length", 2304),  # Table 4
+        ("agentcpm.sft.max_line_res", 1120),  # Table 4
+        ("agentcpm.sft.epochs", 3),  # Table 4
+        ("agentcpm.sft.learning_rate", 1e-5),  # Table 4
+        ("agentcpm.sft.weight_decay", 0.1),  # Table 4
+        ("agentcpm.sft.adam_beta2", 0.999),  # Table 4
+        ("agentcpm.sft.max_grad_norm", None),  # Table 4: N/A, clipping disabled
+        ("agentcpm.sft.warmup_ratio", 0.05),  # Table 4
+        ("agentcpm.sft.zero_stage", 2),  # Table 4
+        ("agentcpm.rft.max_prompt_length", 16384),  # Table 5
+        ("agentcpm.rft.max_completion_length", 512),  # Table 5
+        ("agentcpm.rft.num_generations", 8),  # Table 5
+        ("agentcpm.rft.grad_accum", 32),  # Table 5
+        ("agentcpm.rft.learning_rate", 1e-6),  # Table 5
+        ("agentcpm.rft.adam_beta2", 0.99),  # Table 5
+        ("agentcpm.rft.max_grad_norm", 1.0),  # Table 5
+        ("agentcpm.rft.beta", 0.04),  # Table 5: KL coefficient
+        ("agentcpm.baseline_inference.top_p", 0.01),  # Table 7
+        ("agentcpm.baseline_inference.top_k", 1),  # Table 7
+        ("agentcpm.baseline_inference.temperature", 0.01),  # Table 7
+        ("agentcpm.baseline_inference.max_new_tokens", 2048),  # Table 7 (ACPM-28)
+        ("agentcpm.mapping_variant", "paper"),  # App. B mapping tables
+        # ---- AndroidLong App. C.1-C.2 (lines 45, 62), Table 7 (68-86)
+        ("androidlong.sft.epochs", 2),  # App. C.2
+        ("androidlong.sft.learning_rate", 1e-5),  # App. C.2: cosine from 1e-5 ...
+        ("androidlong.sft.min_learning_rate", 1e-6),  # ... to 1e-6
+        ("androidlong.rl.max_prompt_length", 16384),  # Table 7
+        ("androidlong.rl.max_response_length", 2048),  # Table 7
+        ("androidlong.rl.concurrency", 256),  # Table 7
+        ("androidlong.rl.learning_rate", 1e-6),  # Table 7
+        ("androidlong.rl.clip_ratio", 0.2),  # Table 7
+        ("androidlong.rl.entropy_coef", 0.001),  # Table 7
+        ("androidlong.rl.kl_loss_coef", 0.001),  # Table 7
+        ("androidlong.rl.temperature", None),  # Table 7 names the sampling temperature; its value is missing
+        ("androidlong.rl.n_samples", 8),  # Table 7
+        ("androidlong.rl.max_pixels", 500000),  # Table 7
+        ("androidlong.rl.min_pixels", 65536),  # Table 7
+        ("androidlong.eval.n_runs", 3),  # App. C.1: three runs of the same tasks
+        ("eval.max_turns", 100),  # AndroidLong Table 7: at most 100 turns (AL-04)
+        # ---- CCPO Table 7 (lines 388-399), AC column in the base (CCPO-35, CCPO-36)
+        ("sft.learning_rate", 3e-5),  # AC learning rate
+        ("sft.epochs", 3),  # AC total_epochs
+        ("sft.warmup_ratio", 0.01),  # warm up 0.01
+        ("sft.lr_scheduler_type", "constant_with_warmup"),  # constant
+        ("lora.r", 8),  # lora rank
+        ("lora.alpha", 16),  # lora alpha
+        ("lora.dropout", 0.1),  # lora dropout
+    ],
+)
+def test_paper_profiles_hold_the_papers_values(paper, key, value):
+    got = paper.to_flat()[key] if key in paper.to_flat() else None
+    if isinstance(value, tuple):
+        got = tuple(got)
+    assert got == value, key
+
+
+@pytest.mark.parametrize(
+    "experiment, lr, epochs, global_batch",
+    [
+        ("androidcontrol", 3e-5, 3, 64),  # CCPO Table 7, AC column
+        ("guiodyssey", 3e-4, 3, 64),  # CCPO Table 7, GUI O column
+        ("mind2web", 3e-4, 3, 16),  # CCPO Table 7, M2W column
+    ],
+)
+def test_ccpo_table7_per_data_set(experiment, lr, epochs, global_batch):
+    c = load_config("paper-3b", experiment)
+    assert (c.sft.learning_rate, c.sft.epochs) == (lr, epochs)
+    assert c.sft.per_device_batch_size * c.sft.grad_accum * c.runtime.num_processes == global_batch
+
+
+def test_sections_build_the_reward_configs(paper):
+    # one source of truth: the reward configs' defaults are the sections' defaults
+    assert paper.coepg.reward_config() == CoEPGConfig()
+    assert paper.ces.reward_config() == CESConfig()
+    assert paper.agentcpm.reward_config() == AgentCPMConfig()
+    c = load_config("paper-3b", overrides=["coepg.grpo.confidence=prob", "ces.reward_rules=ces_reward_code"])
+    assert c.coepg.reward_config().confidence == "prob" and c.ces.reward_config().rules == "ces_reward_code"
+
+
+def test_coepg_pixel_budget_reads_the_section(paper):
+    # Co-EPG App. B: 802,816 px, so a 1080x2400 screen is 588x1316 for Co-EPG's models
+    lo, hi = pixel_budget(paper)
+    assert (lo, hi) == (3136, 802816)
+    sp = FormatContext(width=1080, height=2400, min_pixels=lo, max_pixels=hi).space("resized")
+    assert (sp.width, sp.height) == (588, 1316)
+    with pytest.raises(ConfigError, match="coepg: section not set"):
+        pixel_budget(load_config("tiny"))
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("coepg.grpo.group_size=1", "coepg.grpo.group_size"),  # GRPO needs a group
+        ("ces.coordinator.epochs=0", "ces.coordinator.epochs"),  # epochs > 0
+        ("agentcpm.mapping_variant=nope", "agentcpm.mapping_variant"),  # paper or released
+        ("androidlong.rl.temperature=0", "androidlong.rl.temperature"),  # > 0 when set
+    ],
+)
+def test_section_errors_name_the_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        load_config("paper-3b", overrides=[override])
+    assert err.value.key == key
+
+
+def test_tiny_profile_has_no_method_sections():
+    # the tiny profile runs none of these methods' pipelines: their sections stay unset there
+    cfg = load_config("tiny")
+    for name in ("coepg", "ces", "agentcpm", "androidlong"):
+        assert getattr(cfg, name) is None, name
