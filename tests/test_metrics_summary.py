@@ -12,8 +12,8 @@ from guirl.metrics.summary import summarize_online, summarize_steps
 
 
 # ----------------------------------------------------------------------------- summarize_steps
-def rec(tm: bool, gr: bool | None, sr: bool, ok: bool = True) -> dict:
-    return {"type_match": tm, "grounding": gr, "exact": sr, "parse_ok": ok}
+def rec(tm: bool, gr: bool | None, sr: bool, ok: bool = True, counted: bool = True) -> dict:
+    return {"type_match": tm, "grounding": gr, "exact": sr, "parse_ok": ok, "counted": counted}
 
 
 HAND = [
@@ -57,6 +57,66 @@ def test_summarize_steps_interval_is_a_real_interval(seed: int) -> None:
     gr = [bool(i % 5) for i in range(30) if i % 4]  # GR over the 22 coordinate steps only
     assert s["GR"] == pytest.approx(100 * sum(gr) / len(gr)) and s["GR_lo"] <= s["GR"] <= s["GR_hi"]
     assert summarize_steps(recs, n_boot=500, seed=seed) == s  # deterministic in the seed
+
+
+@pytest.mark.parametrize(
+    "records, n_counted, sr",
+    [
+        # a right step and an uncounted wrong one (GUI-R1 leaves press out): SR over 1 step
+        ([rec(True, True, True), rec(True, None, False, counted=False)], 1, 100.0),
+        # an uncounted step is never exact (StepMatch); it still counts in TM
+        ([rec(True, None, False, counted=False), rec(False, False, False)], 1, 0.0),
+        # nothing counted: SR undefined, TM still defined
+        ([rec(True, None, False, counted=False)], 0, math.nan),
+        # records written before the field existed are counted
+        ([{k: v for k, v in rec(True, True, True).items() if k != "counted"}, rec(False, False, False)], 2, 50.0),
+    ],
+)
+def test_summarize_steps_sr_over_counted_steps(records, n_counted: int, sr: float) -> None:
+    s = summarize_steps(records, n_boot=100, seed=0)
+    assert s["n"] == len(records) and s["n_counted"] == n_counted
+    assert math.isnan(s["SR"]) if math.isnan(sr) else s["SR"] == pytest.approx(sr)
+    assert s["TM"] == pytest.approx(100 * np.mean([r["type_match"] for r in records]))
+
+
+def test_summarize_steps_agrees_with_aggregate_steps_on_guir1() -> None:
+    """The records' SR equals guirl.metrics.aggregate_steps over the same scores under a
+    protocol with uncounted steps (GUI-R1: press is out of the denominator)."""
+    from guirl.actions import Action
+    from guirl.data.schema import Episode, Step
+    from guirl.metrics.records import prediction_record
+
+    box = (0.45, 0.45, 0.55, 0.55)  # GUI-R1 measures to the box's top-left corner (0.07 away)
+    steps = (
+        Step(0, "a.png", (280, 504), Action("click", point=(0.5, 0.5)), target_box=box, candidate_boxes=(box,)),
+        Step(1, "b.png", (280, 504), Action("press", key="back")),
+        Step(2, "c.png", (280, 504), Action("click", point=(0.2, 0.2)), target_box=(0.1, 0.1, 0.3, 0.3)),
+    )
+    ep = Episode("e", "goal", steps, source="test", split="test_in_domain")
+    outputs = [
+        '<action>{"action": "click", "coordinate": [140, 252]}</action>',  # right click
+        '<action>{"action": "system_button", "button": "Back"}</action>',  # right press, uncounted
+        '<action>{"action": "click", "coordinate": [270, 500]}</action>',  # wrong click
+    ]
+    recs = [
+        prediction_record(
+            model="m",
+            split="s",
+            history="1AO",
+            episode=ep,
+            t=t,
+            output=o,
+            output_format="ccpo",
+            protocol="guir1",
+            min_pixels=3136,
+            max_pixels=141120,
+        )
+        for t, o in enumerate(outputs)
+    ]
+    assert [r["counted"] for r in recs] == [True, False, True], [r["score_reason"] for r in recs]
+    assert [r["exact"] for r in recs] == [True, False, False], [r["score_reason"] for r in recs]
+    s = summarize_steps(recs, n_boot=100, seed=0)
+    assert s["n_counted"] == 2 and s["SR"] == pytest.approx(50.0)  # 1 of the 2 counted steps
 
 
 def test_summarize_steps_accepts_every_config_valid_bootstrap_count() -> None:

@@ -222,7 +222,7 @@ def step_metrics(
 ) -> pd.DataFrame:
     """One row per group of records (``by``: model, history, split; add a label such as a
     training seed to split further), in order of first appearance: the ``by`` fields, ``n``,
-    ``n_unparsable`` and TM / GR / SR (%) with their 95% bootstrap bounds
+    ``n_counted`` (steps in the protocol's SR denominator), ``n_unparsable`` and TM / GR / SR (%) with their 95% bootstrap bounds
     (:func:`guirl.metrics.summary.summarize_steps`, ``eval.bootstrap_samples`` resamples, seed
     ``cfg.seed``)."""
     rows = [

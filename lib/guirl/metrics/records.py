@@ -46,6 +46,7 @@ PREDICTION_FIELDS = (
     "type_match",
     "grounding",
     "exact",
+    "counted",
     "score_reason",
 )
 
@@ -72,7 +73,8 @@ def prediction_record(
     ``model``, ``split`` and ``history`` (a tag such as ``"1AO"``) label the record;
     ``min_pixels`` / ``max_pixels`` give the coordinate space the model saw. Points are
     normalised to ``[0, 1]`` of the screen. ``grounding`` is ``None`` on steps without a
-    ground-truth coordinate.
+    ground-truth coordinate; ``counted`` is ``False`` on steps the protocol leaves out of its
+    step-success denominator (e.g. GUI-R1's press / wait / terminate steps).
     """
     step = episode.steps[t]
     ctx = format_context(step.screen_size, min_pixels, max_pixels)
@@ -109,6 +111,7 @@ def prediction_record(
         "type_match": score.type_match,
         "grounding": score.grounding,
         "exact": score.exact,
+        "counted": score.counted,
         "score_reason": score.reason,
     }
 

@@ -22,15 +22,22 @@ __all__ = ["summarize_online", "summarize_steps"]
 def summarize_steps(records: Sequence[dict[str, Any]], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """TM / GR / SR in percent with 95% bootstrap intervals, plus counts.
 
-    Returns ``n``, ``n_unparsable``, and for each of ``TM``, ``GR``, ``SR`` the rate and its
-    ``_lo`` / ``_hi`` bounds (``nan`` when nothing is scored). GR is over steps whose ground
-    truth has a coordinate (``grounding`` not ``None``). Unparsable outputs are wrong everywhere.
+    Returns ``n``, ``n_counted``, ``n_unparsable``, and for each of ``TM``, ``GR``, ``SR`` the
+    rate and its ``_lo`` / ``_hi`` bounds (``nan`` when nothing is scored). GR is over steps
+    whose ground truth has a coordinate (``grounding`` not ``None``); SR is over the steps the
+    protocol counts (``counted``; a record without the field, as written before it existed, is
+    counted), as :func:`guirl.metrics.aggregate_steps` does. Unparsable outputs are wrong everywhere.
     """
-    out: dict[str, Any] = {"n": len(records), "n_unparsable": sum(not r["parse_ok"] for r in records)}
+    counted = [r for r in records if r.get("counted", True)]
+    out: dict[str, Any] = {
+        "n": len(records),
+        "n_counted": len(counted),
+        "n_unparsable": sum(not r["parse_ok"] for r in records),
+    }
     columns = {
         "TM": [r["type_match"] for r in records],
         "GR": [r["grounding"] for r in records if r["grounding"] is not None],
-        "SR": [r["exact"] for r in records],
+        "SR": [r["exact"] for r in counted],
     }
     for name, vals in columns.items():
         mean, lo, hi = rate_with_ci(np.asarray(vals, dtype=float), n_boot=n_boot, seed=seed)
