@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from guirl.config import load_config  # noqa: E402
+from guirl.metrics.paired import ResolvedClaimError  # noqa: E402
 from guirl.report import Report, jsonable, to_latex, to_markdown  # noqa: E402
 
 SIDECAR_KEYS = {
@@ -190,3 +191,13 @@ def test_a_name_holds_one_kind_of_output(tmp_path, monkeypatch):
     report.figure("x_chart", fig)
     report.table("x", pd.DataFrame({"a": [2]}))  # rewriting the same kind is fine
     plt.close(fig)
+
+
+def test_table_claiming_resolved_across_zero_is_refused_and_writes_nothing(report: Report) -> None:
+    # CCPO - SO-RL step SR of +1.2 points with an interval [-0.8, 3.1]: "resolved" would be a false claim
+    bad = pd.DataFrame({"comparison": ["CCPO - SO-RL"], "diff": [1.2], "lo": [-0.8], "hi": [3.1], "resolved": [True]})
+    with pytest.raises(ResolvedClaimError, match="99_probe/ccpo_vs_sorl: row 0 says resolved=True"):
+        report.table("ccpo_vs_sorl", bad)
+    assert not list(report.out_dir.glob("ccpo_vs_sorl*"))
+    report.table("ccpo_vs_sorl", bad.assign(resolved=False))  # the honest mark is written
+    assert (report.out_dir / "ccpo_vs_sorl.csv").exists()

@@ -9,6 +9,9 @@
   since the ``Report`` was created and a UTC timestamp;
 * once, ``config.yaml``: the resolved configuration.
 
+A table that marks differences (a ``resolved`` column, see :mod:`guirl.metrics.paired`) is
+refused unless each mark agrees with its interval: "resolved" means the interval excludes zero.
+
 Tables are written deterministically (same frame -> same bytes of csv/md/tex), so that two
 ``make reproduce`` runs can be compared file by file; only the sidecars carry times.
 """
@@ -32,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from guirl.config import Config
+from guirl.metrics.paired import check_resolved_claims
 from guirl.paths import figures_dir, repo_root
 
 __all__ = ["Report", "git_state", "package_versions", "to_markdown", "to_latex", "jsonable"]
@@ -263,6 +267,7 @@ class Report:
         and the sidecar with the full-precision records. Returns the paths by suffix."""
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"table {name!r}: expected a pandas DataFrame, got {type(df).__name__}")
+        check_resolved_claims(df, table=f"{self.notebook}/{name}")  # "resolved" only where the interval excludes 0
         self._claim(name, "table")
         frame = _prepare(df)
         paths: dict[str, Path] = {}

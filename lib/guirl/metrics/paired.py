@@ -1,0 +1,244 @@
+"""Paired comparisons of two models over seeds and test steps, and the "resolved" mark.
+
+Two models A and B are compared *paired*: both are scored on the same test steps with the
+same training seeds, giving two ``(n_seeds, n_steps)`` matrices of per-step outcomes
+(0/1 for step success, any finite value for a per-step metric). The difference is
+
+    d = mean(B) - mean(A)                                  (points of the metric, B minus A)
+
+and its ``1 - alpha`` interval comes from a two-way percentile bootstrap that resamples the
+seeds (rows) and the test steps (columns) with replacement, **the same indices for A and B**
+(pairing), so that both the seed-to-seed spread and the finite test set enter the interval
+(the "interval over seeds and test steps" the project reports). With one seed the interval
+is over steps only.
+
+A difference is **resolved** only when its interval excludes zero (``lo > 0`` or ``hi < 0``);
+conclusions are worded from :func:`resolution` ("B > A", "B < A", "unresolved"), never from
+the point estimate. :func:`check_resolved_claims` rejects a table whose ``resolved`` column
+claims otherwise; :meth:`guirl.report.Report.table` calls it on every table it writes.
+
+Documented edge cases: identical matrices give ``(0, 0, 0)`` (unresolved); a single seed and
+a single step give the point difference as both bounds; non-finite values and mismatched
+shapes raise ``ValueError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "PairedDifference",
+    "ResolvedClaimError",
+    "check_resolved_claims",
+    "difference_row",
+    "paired_bootstrap_loop",
+    "paired_difference",
+    "paired_matrix",
+    "resolution",
+]
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """``diff = mean(B) - mean(A)`` with its percentile interval ``[lo, hi]`` (same units as the
+    inputs; multiply by 100 for points of a rate), ``n_seeds`` x ``n_steps`` paired outcomes."""
+
+    diff: float
+    lo: float
+    hi: float
+    n_seeds: int
+    n_steps: int
+
+    @property
+    def resolved(self) -> bool:
+        """True when the interval excludes zero."""
+        return bool(self.lo > 0.0 or self.hi < 0.0)
+
+    @property
+    def verdict(self) -> str:
+        """``"B > A"``, ``"B < A"`` or ``"unresolved"`` (:func:`resolution`)."""
+        return resolution(self.lo, self.hi)
+
+
+def resolution(lo: float, hi: float) -> str:
+    """Word a difference ``B - A`` from its interval: ``"B > A"`` when ``lo > 0``, ``"B < A"``
+    when ``hi < 0``, else ``"unresolved"`` (also for ``nan`` bounds)."""
+    if lo > 0.0:
+        return "B > A"
+    if hi < 0.0:
+        return "B < A"
+    return "unresolved"
+
+
+def _matrix(x: Sequence[Sequence[float]] | np.ndarray, name: str) -> np.ndarray:
+    m = np.asarray(x, dtype=np.float64)
+    if m.ndim == 1:
+        m = m[None, :]
+    if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
+        raise ValueError(f"{name}: expected a non-empty (n_seeds, n_steps) matrix, got shape {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"{name}: values must be finite (got nan or inf)")
+    return m
+
+
+def _check_pair(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    ma, mb = _matrix(a, "a"), _matrix(b, "b")
+    if ma.shape != mb.shape:
+        raise ValueError(f"a and b must be paired (same seeds x same steps): shapes {ma.shape} and {mb.shape} differ")
+    return ma, mb
+
+
+def _indices(n_seeds: int, n_steps: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
+    cols = rng.integers(0, n_steps, size=(n_boot, n_steps))
+    return rows, cols
+
+
+def paired_difference(
+    a: Sequence[Sequence[float]] | np.ndarray,
+    b: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> PairedDifference:
+    """``mean(b) - mean(a)`` with a two-way (seeds x steps) paired percentile bootstrap interval.
+
+    ``a``, ``b``: per-step outcomes, shape ``(n_seeds, n_steps)`` (a 1-D array is one seed);
+    row ``i`` / column ``j`` of both must be the same training seed / test step. Each of the
+    ``n_boot`` resamples draws ``n_seeds`` rows and ``n_steps`` columns with replacement
+    (vectorised; equals :func:`paired_bootstrap_loop`). The interval is widened, if needed, to
+    contain the point difference. Deterministic in ``seed``.
+    """
+    ma, mb = _check_pair(a, b)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    d = mb - ma  # (S, T): paired per-cell differences
+    point = float(d.mean())
+    s, t = d.shape
+    if np.all(d == d.flat[0]):
+        return PairedDifference(point, point, point, s, t)
+    rows, cols = _indices(s, t, n_boot, seed)
+    # mean over the resampled grid = mean over rows of (mean over the resampled columns)
+    sub = d[rows[:, :, None], cols[:, None, :]]  # (n_boot, S, T)
+    means = sub.mean(axis=(1, 2))
+    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return PairedDifference(point, float(min(lo, point)), float(max(hi, point)), s, t)
+
+
+def paired_bootstrap_loop(
+    a: Sequence[Sequence[float]] | np.ndarray,
+    b: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> PairedDifference:
+    """Reference loop implementation of :func:`paired_difference` (same random indices, one
+    resample at a time); used by the tests to pin the vectorised version."""
+    ma, mb = _check_pair(a, b)
+    d = mb - ma
+    point = float(d.mean())
+    s, t = d.shape
+    if np.all(d == d.flat[0]):
+        return PairedDifference(point, point, point, s, t)
+    rows, cols = _indices(s, t, n_boot, seed)
+    means = []
+    for k in range(n_boot):
+        total = 0.0
+        for i in rows[k]:
+            for j in cols[k]:
+                total += d[i, j]
+        means.append(total / (s * t))
+    lo, hi = np.quantile(np.asarray(means), [alpha / 2.0, 1.0 - alpha / 2.0])
+    return PairedDifference(point, float(min(lo, point)), float(max(hi, point)), s, t)
+
+
+def paired_matrix(
+    records: Sequence[dict[str, Any]],
+    *,
+    value: str = "exact",
+    seed_key: str = "seed",
+    step_keys: tuple[str, ...] = ("split", "episode_id", "step_id"),
+    name: str = "records",
+) -> tuple[np.ndarray, list[Any], list[tuple[Any, ...]]]:
+    """``(matrix, seeds, steps)``: prediction records (:mod:`guirl.metrics.records`) of one
+    model as a ``(n_seeds, n_steps)`` matrix of ``value`` (booleans as 0/1), rows in sorted
+    seed order, columns in sorted step-key order.
+
+    Raises ``ValueError`` naming ``name`` and the record when a key is missing, a (seed, step)
+    cell appears twice, or some seed lacks a step another seed has (the comparison would not be
+    paired).
+    """
+    cells: dict[tuple[Any, tuple[Any, ...]], float] = {}
+    for i, r in enumerate(records):
+        missing = [k for k in (seed_key, *step_keys, value) if k not in r]
+        if missing:
+            raise ValueError(f"{name}[{i}]: missing key(s) {missing}")
+        key = (r[seed_key], tuple(r[k] for k in step_keys))
+        if key in cells:
+            raise ValueError(f"{name}[{i}]: duplicate cell seed={key[0]!r} step={key[1]!r}")
+        cells[key] = float(r[value])
+    seeds = sorted({k[0] for k in cells})
+    steps = sorted({k[1] for k in cells})
+    m = np.full((len(seeds), len(steps)), np.nan)
+    si = {s: i for i, s in enumerate(seeds)}
+    ti = {t: j for j, t in enumerate(steps)}
+    for (s, t), v in cells.items():
+        m[si[s], ti[t]] = v
+    if np.isnan(m).any():
+        i, j = np.argwhere(np.isnan(m))[0]
+        raise ValueError(f"{name}: seed {seeds[i]!r} has no record for step {steps[j]!r}; every seed needs every step")
+    return m, seeds, steps
+
+
+class ResolvedClaimError(ValueError):
+    """A table marks a difference resolved (or unresolved) against its own interval."""
+
+
+def check_resolved_claims(df: pd.DataFrame, *, table: str = "table") -> None:
+    """Raise :class:`ResolvedClaimError` when a table's "resolved" mark disagrees with its interval.
+
+    Every column whose name ends in ``resolved`` (``resolved``, ``SR resolved``, ``sr_resolved``)
+    is a claim; its interval is the columns with the same prefix and ``lo`` / ``hi`` in place of
+    ``resolved`` (``lo``/``hi``, ``SR lo``/``SR hi``, ``sr_lo``/``sr_hi``). A claim column without
+    both bounds is an error (a difference is never marked without its interval), and every row
+    must have ``resolved == (lo > 0 or hi < 0)``. The error names the table, the column, the row
+    and its interval. Tables without a ``resolved`` column pass.
+    """
+    for col in [c for c in df.columns if isinstance(c, str) and c.endswith("resolved")]:
+        prefix = col[: -len("resolved")]
+        lo, hi = f"{prefix}lo", f"{prefix}hi"
+        missing = [c for c in (lo, hi) if c not in df.columns]
+        if missing:
+            raise ResolvedClaimError(f"{table}: column {col!r} marks differences but the table has no {missing}")
+        for idx, row in df.iterrows():
+            want = bool(row[lo] > 0.0 or row[hi] < 0.0)
+            if bool(row[col]) != want:
+                raise ResolvedClaimError(
+                    f"{table}: row {idx!r} says {col}={bool(row[col])} but its interval "
+                    f"[{row[lo]}, {row[hi]}] {'excludes' if want else 'includes'} zero"
+                )
+
+
+def difference_row(d: PairedDifference, *, scale: float = 100.0, prefix: str = "") -> dict[str, Any]:
+    """Table cells for one paired difference: ``<prefix>diff``, ``<prefix>lo``, ``<prefix>hi``
+    (times ``scale``: points for a rate), ``<prefix>resolved`` and ``<prefix>verdict``, plus the
+    ``n_seeds`` / ``n_steps`` it rests on; :func:`check_resolved_claims` accepts it by construction."""
+    return {
+        f"{prefix}diff": scale * d.diff,
+        f"{prefix}lo": scale * d.lo,
+        f"{prefix}hi": scale * d.hi,
+        f"{prefix}resolved": d.resolved,
+        f"{prefix}verdict": d.verdict,
+        "n_seeds": d.n_seeds,
+        "n_steps": d.n_steps,
+    }
