@@ -476,7 +476,10 @@ def expert_policy(cfg) -> FunctionPolicy:
 
 
 def test_evaluate_online_expert_over_runs() -> None:
-    cfg = tiny_cfg(n_tasks=3, max_turns=12, n_seeds=2, histories=["5AO"])  # 5 actions of history: turns are counted
+    # 5 actions of history: turns are counted; the older reading: a new task set per run, greedy
+    cfg = tiny_cfg(
+        n_tasks=3, max_turns=12, n_seeds=2, histories=["5AO"], online_same_tasks=False, online_do_sample=False
+    )
     pol = expert_policy(cfg)
     res = ev.evaluate_online(cfg, pol, progress=False)
     assert res.history == "5AO" and len(res.runs) == 2
@@ -492,7 +495,7 @@ def test_evaluate_online_expert_over_runs() -> None:
     assert [e["run"] for e in res.episodes] == [0, 0, 0, 1, 1, 1]
     assert all(set(e) == {"run", *ev.ONLINE_EPISODE_COLUMNS} for e in res.episodes)
     assert all(set(r) == set(ONLINE_FIELDS) for run in res.runs for r in run)
-    assert all(o["seed"] is None and not o["do_sample"] for _, o in pol.calls)  # greedy by default
+    assert all(o["seed"] is None and not o["do_sample"] for _, o in pol.calls)  # greedy as configured
     table = ev.online_table({"expert": res})
     assert table.iloc[0]["model"] == "expert" and table.iloc[0]["history"] == "5AO"
     assert table.iloc[0]["task_sr"] == 100.0
@@ -509,6 +512,26 @@ def test_evaluate_online_same_tasks_with_sampling() -> None:
     # run k, turn t: derive_seed(derive_seed(cfg.seed, k), t); two turns per run
     assert seeds == [derive_seed(derive_seed(cfg.seed, k), t) for k in range(3) for t in range(2)]
     assert all(o["temperature"] == 0.5 and o["do_sample"] for _, o in pol.calls)
+
+
+@pytest.mark.parametrize(
+    "overrides, same, sampled, temperature",
+    [
+        ({}, True, True, 1.0),  # AndroidLong's protocol by default: same tasks, sampled
+        ({"online_temperature": 0.3}, True, True, 0.3),  # the temperature comes from the config
+        ({"online_same_tasks": False, "online_do_sample": False}, False, False, None),  # older reading
+    ],
+)
+def test_evaluate_online_protocol_comes_from_the_config(overrides, same, sampled, temperature) -> None:
+    cfg = tiny_cfg(n_tasks=2, max_turns=1, n_seeds=3, **overrides)
+    pol = FunctionPolicy(lambda p: "nonsense")
+    res = ev.evaluate_online(cfg, pol, progress=False)
+    ids = [tuple(r["task_id"] for r in run) for run in res.runs]
+    assert (len(set(ids)) == 1) is same and len(ids) == 3
+    assert all(o["do_sample"] is sampled for _, o in pol.calls)
+    if sampled:
+        assert all(o["temperature"] == temperature for _, o in pol.calls)
+        assert [o["seed"] for _, o in pol.calls] == [derive_seed(derive_seed(cfg.seed, k), 0) for k in range(3)]
 
 
 def test_evaluate_online_matches_summarize_online() -> None:
@@ -550,3 +573,15 @@ def test_evaluation_grid_labels_and_grouping(minigui12: Path) -> None:
     assert list(steps.columns[:3]) == ["model", "train_seed", "split"] and list(steps.n) == [3, 3]
     with pytest.raises(ValueError, match="overwrite prediction fields"):
         ev.evaluation_grid(cfg, {"x": FunctionPolicy(lambda p: "")}, splits, labels={"exact": 1}, progress=False)
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({}, ["3 runs of the same 2 tasks", "sampled at temperature 1"]),  # AndroidLong's protocol
+        ({"online_same_tasks": False, "online_do_sample": False}, ["2 new tasks each", "(greedy)"]),  # older reading
+    ],
+)
+def test_online_caption_says_what_the_std_is_over(overrides, words) -> None:
+    caption = ev.online_caption(tiny_cfg(n_tasks=2, n_seeds=3, **overrides))
+    assert all(w in caption for w in words), caption

@@ -48,6 +48,7 @@ __all__ = [
     "evaluate_online",
     "evaluation_grid",
     "gain_table",
+    "online_caption",
     "online_table",
     "online_tasks",
     "plot_accuracy_by_action_type",
@@ -330,9 +331,9 @@ def evaluate_online(
     *,
     history: str | None = None,
     n_runs: int | None = None,
-    same_tasks: bool = False,
-    do_sample: bool = False,
-    temperature: float = 1.0,
+    same_tasks: bool | None = None,
+    do_sample: bool | None = None,
+    temperature: float | None = None,
     top_p: float = 1.0,
     progress: bool = True,
 ) -> OnlineEvaluation:
@@ -342,8 +343,13 @@ def evaluate_online(
     ``history`` is the tag of the prompt setting (default: the first of ``eval.histories``).
     Tasks come from :func:`online_tasks` (``same_tasks``: the same tasks in every run, so runs
     differ only by sampling). Decoding is greedy unless ``do_sample``; run ``k`` samples with
-    seed ``derive_seed(cfg.seed, k)``.
+    seed ``derive_seed(cfg.seed, k)``. ``same_tasks`` / ``do_sample`` / ``temperature`` default
+    to ``eval.online_same_tasks`` / ``eval.online_do_sample`` / ``eval.online_temperature``
+    (AndroidLong's protocol: the same tasks, sampled, in every run).
     """
+    same_tasks = cfg.eval.online_same_tasks if same_tasks is None else same_tasks
+    do_sample = cfg.eval.online_do_sample if do_sample is None else do_sample
+    temperature = cfg.eval.online_temperature if temperature is None else temperature
     tag = history or cfg.eval.histories[0]
     spec = prompt_spec(cfg, tag)
     out = OnlineEvaluation(history=tag)
@@ -367,6 +373,16 @@ def evaluate_online(
         out.episodes += [{"run": k, **{c: r[c] for c in ONLINE_EPISODE_COLUMNS}} for r in res]
     out.summary = summarize_online(out.runs)
     return out
+
+
+def online_caption(cfg: Config) -> str:
+    """Caption of an online table: what the mean and std are over (runs, tasks, decoding, turns)."""
+    tasks = f"the same {cfg.eval.n_tasks} tasks" if cfg.eval.online_same_tasks else f"{cfg.eval.n_tasks} new tasks each"
+    decoding = f"sampled at temperature {cfg.eval.online_temperature:g}" if cfg.eval.online_do_sample else "greedy"
+    return (
+        f"Online MiniGUI: Task SR and Subgoal SR (%), mean and std over {cfg.eval.n_seeds} runs of {tasks} "
+        f"({decoding}), at most {cfg.eval.max_turns} turns"
+    )
 
 
 def online_table(results: Mapping[str, OnlineEvaluation]) -> pd.DataFrame:
