@@ -292,6 +292,8 @@ CASES = [
     ("agentcpm_term_status_ignored", "agentcpm", term("fail"), term("success"), {}, (True, None, True)),
     ("agentcpm_wait_is_stop", "agentcpm", Action("wait"), term("success"), {}, (True, None, True)),
     ("ces_term_status_checked", "ces", term("fail"), term("success"), {}, (True, None, False)),
+    # Co-EPG Table 10: "terminate" covers done and impossible, so its status is not compared (COEPG-27)
+    ("coepg_term_status_ignored", "coepg", term("fail"), term("success"), {}, (True, None, True)),
     ("ces_term_status_ok", "ces", term("success"), term("success"), {}, (True, None, True)),
     ("ces_wait_not_stop", "ces", Action("wait"), term("success"), {}, (False, None, False)),
     ("uis1_wait", "uis1", Action("wait"), Action("wait"), {}, (True, None, True)),
