@@ -458,7 +458,7 @@ def test_every_method_has_a_section_exactly_when_it_declares_one() -> None:
 
     for method in guirl.methods.all_methods():
         assert (method.name in Config.model_fields) == (method.config_section is not None), method.name
-    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime", "rl"}
+    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime", "rl", "analysis"}
     assert set(Config.model_fields) - kernel <= set(guirl.methods.names())
 
 

@@ -44,6 +44,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
 
+from guirl.analysis.config import AnalysisConfig
 from guirl.configbase import REGISTRY_KINDS, Registered, Section
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 from guirl.rl.config import RLConfig
@@ -60,6 +61,7 @@ __all__ = [
     "EvalConfig",
     "RuntimeConfig",
     "RLConfig",
+    "AnalysisConfig",
     "DATA_SOURCES",
     "EVAL_PROTOCOLS",
     "OUTPUT_FORMATS",
@@ -404,6 +406,7 @@ class BaseConfig(BaseModel):
     eval: EvalConfig
     runtime: RuntimeConfig
     rl: RLConfig = Field(default_factory=RLConfig)  # defaults: CCPO Table 8 (guirl.rl.config)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)  # profiling / attention (guirl.analysis.config)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible nested dict (sections in declaration order)."""

@@ -1,0 +1,262 @@
+"""guirl.analysis.profiling: timer, memory, counted vs analytic FLOPs, cost-model fit, random models."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import Image
+
+from guirl.analysis import profiling as P
+from guirl.models import build_tiny_model, load_model, load_processor
+from guirl.rl.logprobs import FORWARD_KEYS
+
+REPO = Path(__file__).resolve().parents[1]
+MID = REPO / "configs" / "models" / "qwen2.5-vl-mid"
+#: Counted (FlopCounterMode) / analytic (accounting.forward_flops) forward FLOPs on the tiny model.
+#: Measured: 1.000000 (identical: both count exactly the matmuls and convolutions); the tolerance
+#: only absorbs float rounding of the analytic sum.
+FLOP_RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def tiny(session_cache: Path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the test machine is shared; one thread keeps step times stable
+    path = build_tiny_model(session_cache / "models", seed=0)
+    yield load_processor(path), load_model(path, attn_implementation="eager")
+    torch.set_num_threads(threads)
+
+
+def _img(w: int, h: int, colour=(120, 30, 200)) -> Image.Image:
+    return Image.new("RGB", (w, h), colour)
+
+
+# ------------------------------------------------------------------------------------ timing
+def test_timer_runs_warmup_then_repeats_and_times_only_the_repeats() -> None:
+    calls: list[float] = []
+
+    def fn() -> None:
+        calls.append(time.perf_counter())
+        if len(calls) <= 2:  # the two warm-up calls are slow; they must not be timed
+            time.sleep(0.05)
+
+    t = P.time_callable(fn, warmup=2, repeats=4)
+    assert len(calls) == 6 and t.repeats == 4 and t.warmup == 2
+    assert t.max < 0.04  # no warm-up call's 50 ms leaked into a repeat
+
+
+@pytest.mark.parametrize(
+    "seconds, median, q1, q3, lo, hi",
+    [
+        ((1.0,), 1.0, 1.0, 1.0, 1.0, 1.0),  # one repeat: every statistic is that repeat
+        ((3.0, 1.0, 2.0), 2.0, 1.5, 2.5, 1.0, 3.0),  # odd count, unsorted input
+        ((1.0, 2.0, 3.0, 10.0), 2.5, 1.75, 4.75, 1.0, 10.0),  # an outlier moves max, not the median
+    ],
+)
+def test_timing_statistics(seconds, median, q1, q3, lo, hi) -> None:
+    t = P.Timing(seconds, warmup=1)
+    s = t.summary()
+    assert (s["median_s"], s["q1_s"], s["q3_s"], s["min_s"], s["max_s"]) == pytest.approx((median, q1, q3, lo, hi))
+    assert s["iqr_s"] == pytest.approx(q3 - q1) and s["repeats"] == len(seconds)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"warmup": -1}, "warmup must be >= 0"),  # negative warm-up
+        ({"repeats": 0}, "repeats must be >= 1"),  # nothing timed
+        ({"device": "mps"}, "device must be 'cpu' or 'cuda'"),  # unsupported device kind
+    ],
+)
+def test_timer_rejects_bad_arguments(kwargs, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        P.time_callable(lambda: None, **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when no GPU is present")
+def test_cuda_path_without_a_gpu_says_so() -> None:
+    with pytest.raises(RuntimeError, match="torch.cuda.is_available\\(\\) is False"):
+        P.measure_memory(lambda: None, device="cuda")
+
+
+# ------------------------------------------------------------------------------------ memory
+def test_memory_sees_torch_and_python_allocations() -> None:
+    def alloc() -> int:
+        a = torch.ones(25_000_000)  # 100 MB through torch's allocator: RSS sees it
+        b = bytearray(20_000_000)  # 20 MB on the Python heap: tracemalloc sees it
+        time.sleep(0.02)
+        return int(a[0]) + len(b)
+
+    result, mem = P.measure_memory(alloc)
+    assert result == 20_000_001
+    assert mem.device == "cpu" and mem.cuda_bytes is None
+    assert mem.rss_bytes >= 90_000_000, mem
+    assert 20_000_000 <= mem.tracemalloc_bytes < 25_000_000, mem
+    assert mem.peak_bytes >= mem.rss_bytes
+    _, idle = P.measure_memory(lambda: None)
+    assert idle.tracemalloc_bytes < 1_000_000  # and nothing is reported when nothing is allocated
+
+
+# ------------------------------------------------------------------------------------ cost fit
+@pytest.mark.parametrize(
+    "coef",
+    [
+        (0.05, 2e-4, 0.0),  # linear cost (matmuls only)
+        (0.05, 2e-4, 3e-8),  # plus an attention-like quadratic term
+        (0.0, 1e-3, 1e-7),  # no fixed overhead
+    ],
+)
+def test_quadratic_fit_recovers_known_coefficients(coef) -> None:
+    n = np.array([100, 300, 600, 1000, 1500, 2200, 3000], dtype=float)
+    rng = np.random.default_rng(0)
+    t = coef[0] + coef[1] * n + coef[2] * n**2
+    noisy = t * (1 + 1e-4 * rng.standard_normal(len(n)))
+    fits = P.fit_cost_models(n, noisy)
+    q = fits["quadratic"]
+    assert q.degree == 2 and q.name == "quadratic" and q.n_points == len(n)
+    assert q.coef[1] == pytest.approx(coef[1], rel=2e-2)
+    assert q.coef[2] == pytest.approx(coef[2], abs=2e-9)
+    assert q.r2 > 0.9999 and q.predict(1234.0) == pytest.approx(float(np.polyval(coef[::-1], 1234.0)), rel=1e-3)
+    if coef[2] == 0.0:  # the linear model fits linear data as well
+        assert fits["linear"].coef == pytest.approx(coef[:2], rel=2e-2, abs=1e-3)
+
+
+@given(
+    c0=st.floats(0.0, 1.0),
+    c1=st.floats(1e-5, 1e-2),
+    full=st.integers(200, 5000),
+    ratio=st.floats(0.1, 1.0),
+)
+def test_ceiling_is_the_cost_ratio_under_the_fit(c0: float, c1: float, full: int, ratio: float) -> None:
+    fit = P.CostFit(1, (c0, c1), 1.0, 2)
+    comp = full * ratio
+    assert P.ceiling_speedup(fit, full, comp) == pytest.approx((c0 + c1 * full) / (c0 + c1 * comp))
+    if c0 == 0.0:  # no overhead: the ceiling is the token ratio itself
+        assert P.ceiling_speedup(fit, full, comp) == pytest.approx(1 / ratio)
+
+
+def test_fit_refuses_too_few_points() -> None:
+    with pytest.raises(ValueError, match="at least 3 distinct token counts"):
+        P.fit_cost([100, 100, 200], [1.0, 1.1, 2.0], degree=2)
+    with pytest.raises(ValueError, match="equal length"):
+        P.fit_cost([1, 2, 3], [1.0, 2.0])
+
+
+# ------------------------------------------------------------------------------------ model steps
+@pytest.mark.parametrize(
+    "samples",
+    [
+        [([(280, 504)], "Open the settings app")],  # one image (180 image tokens)
+        [([(280, 504), (140, 252)], "Turn on wifi")],  # two images of different sizes
+        [([(280, 504)], "a"), ([(140, 252)] * 2, "a much longer instruction for the second row")],  # padding
+    ],
+)
+def test_counted_flops_equal_the_analytic_estimate(tiny, samples) -> None:
+    processor, model = tiny
+    batch = P.build_batch(processor, [([_img(*s) for s in sizes], text) for sizes, text in samples])
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(**{k: batch[k] for k in FORWARD_KEYS})
+
+    counted = P.count_flops(forward)[1]
+    analytic = P.analytic_forward_flops(model.config, batch)
+    assert counted.total == pytest.approx(analytic, rel=FLOP_RTOL)
+    assert set(counted.by_op) <= {"aten.convolution", "aten.addmm", "aten.mm", "aten.bmm"}, counted.by_op
+
+
+def test_profile_step_reports_time_memory_and_flops(tiny) -> None:
+    processor, model = tiny
+    batch = P.build_batch(processor, [([_img(280, 504)], "Open the settings app")])
+    calls = {"n": 0}
+    original = model.forward
+
+    def counting_forward(*args, **kwargs):
+        calls["n"] += 1
+        return original(*args, **kwargs)
+
+    model.forward = counting_forward
+    try:
+        prof = P.profile_step(model, batch, warmup=1, repeats=3)
+    finally:
+        del model.forward
+    # 1 warm-up + 3 timed + 1 memory + 1 counted forward + 1 counted step
+    assert calls["n"] == 7
+    assert prof.timing.repeats == 3 and prof.timing.warmup == 1 and prof.timing.min > 0
+    assert prof.prompt_tokens == int(batch["prompt_tokens"][0]) and prof.prompt_tokens > 180
+    assert prof.memory.peak_bytes > 0
+    assert prof.forward_flops_counted == pytest.approx(prof.forward_flops_analytic, rel=FLOP_RTOL)
+    # backward costs about two forwards (less: no gradient flows into the pixels or token ids)
+    assert 2.5 < prof.step_flops_counted / prof.forward_flops_counted < 3.0
+    assert math.isfinite(prof.loss) and prof.loss > 0
+    assert all(p.grad is None for p in model.parameters())  # the profiler leaves no gradients
+
+
+def test_step_time_grows_with_tokens(tiny) -> None:
+    processor, model = tiny
+    small = P.build_batch(processor, [([_img(140, 252)], "go")])
+    large = P.build_batch(processor, [([_img(280, 504)] * 3, "go")])
+    t_small = P.time_callable(P.train_step(model, small), warmup=1, repeats=3).min
+    t_large = P.time_callable(P.train_step(model, large), warmup=1, repeats=3).min
+    assert P.batch_prompt_tokens(large) > 6 * P.batch_prompt_tokens(small)
+    assert t_large > 1.5 * t_small  # 6x the tokens cannot be as cheap as the small prompt
+
+
+def test_generation_latency_produces_exactly_the_tokens_asked(tiny) -> None:
+    processor, model = tiny
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Open settings"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    inputs = processor(text=[text], images=[[_img(140, 252)]], return_tensors="pt")
+    lat = P.generation_latency(model, inputs, new_tokens=6, warmup=1, repeats=2)
+    assert lat.first.repeats == 2 and lat.full.repeats == 2 and lat.new_tokens == 6
+    assert lat.full.median > 0 and math.isfinite(lat.per_token_s)
+    assert set(lat.summary()) == {"first_token_s", "full_s", "per_token_s", "new_tokens"}
+
+
+def test_build_batch_rejects_an_empty_batch(tiny) -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        P.build_batch(tiny[0], [])
+
+
+# ------------------------------------------------------------------------------------ random models
+#: configs/models/qwen2.5-vl-mid with the tiny tokenizer's vocabulary (1,984 rows), measured.
+MID_PARAMETERS = 52_644_800
+
+
+def test_mid_model_is_built_from_its_config_and_speaks_the_processor(tiny) -> None:
+    from guirl.models import model_summary
+
+    processor, _ = tiny
+    model = P.random_model(MID, processor, seed=0)
+    summary = model_summary(model)
+    assert summary["total"] == MID_PARAMETERS
+    assert model.config.image_token_id == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    again = P.random_model(MID, processor, seed=0)
+    first = next(iter(model.state_dict().values()))
+    assert torch.equal(first, next(iter(again.state_dict().values())))  # deterministic in the seed
+    batch = P.build_batch(processor, [([_img(56, 56)], "go")])
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(**{k: batch[k] for k in FORWARD_KEYS})
+
+    analytic = P.analytic_forward_flops(model.config, batch)
+    assert model.config._attn_implementation == "sdpa"
+    with P.eager_attention(model):
+        counted = P.count_flops(forward)[1].total
+    assert counted == pytest.approx(analytic, rel=FLOP_RTOL)
+    assert model.config._attn_implementation == "sdpa"  # restored
+    # the pitfall eager_attention avoids: the CPU sdpa kernel is not counted (attention missing)
+    assert P.count_flops(forward)[1].total < analytic * (1 - 1e-3)
+
+
+def test_random_model_names_a_missing_config(tiny) -> None:
+    with pytest.raises(FileNotFoundError, match="no config file at"):
+        P.random_model(REPO / "configs" / "models" / "nope", tiny[0])
