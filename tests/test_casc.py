@@ -1,4 +1,5 @@
-"""guirl.methods.ccpo.casc: CCPO's Coordinate-Aware Spatial Compression (sec. 3.3)."""
+"""guirl.methods.ccpo.casc: CCPO's Coordinate-Aware Spatial Compression (sec. 3.3, App. A.4), with
+token counts checked against the real (tiny Qwen2.5-VL) processor."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from guirl.methods.ccpo.casc import (
     compress_history,
     crop_history,
     is_coordinate_action,
+    obs_tokens,
     roi_from_points,
     to_model_view,
     tracked_points,
@@ -151,7 +153,7 @@ def test_crop_content_is_the_region():
         (Action(ActionType.LONG_PRESS, point=(0.3, 0.3)), True),  # long press
         (Action(ActionType.SELECT, point=(0.3, 0.3), text="Large"), True),  # web select
         (SCROLL_WITH_POINTS, True),  # drag with start/end points
-        (SCROLL_NO_POINT, False),  # AndroidControl scroll: direction only
+        (SCROLL_NO_POINT, True),  # AndroidControl scroll (direction only): "we treat scroll as a coordinate action"
         (TYPE, False),
         (WAIT, False),
         (Action(ActionType.OPEN_APP, text="Maps"), False),
@@ -161,6 +163,12 @@ def test_crop_content_is_the_region():
 )
 def test_is_coordinate_action(action, expected):
     assert is_coordinate_action(action) is expected
+
+
+def test_released_code_scroll_rule():
+    # scroll_is_coordinate=False: a scroll counts only with a point (the released code)
+    assert is_coordinate_action(SCROLL_NO_POINT, scroll_is_coordinate=False) is False
+    assert is_coordinate_action(SCROLL_WITH_POINTS, scroll_is_coordinate=False) is True
 
 
 def test_tracked_points_gather_gt_boxes_and_rollouts():
@@ -197,12 +205,25 @@ def test_max_compress_drops_exactly_the_non_coordinate_steps():
     steps = _episode()
     out = compress_history(steps, "max")
     kinds = [o.kind for o in out]
-    assert kinds == ["crop", "dropped", "dropped", "crop", "dropped", "crop"]
-    for o, rec in zip(out, steps):
-        assert (o.image is None) == (not is_coordinate_action(rec.action))
+    # the direction-only scroll (step 2) is a coordinate step without a point: kept full
+    assert kinds == ["crop", "dropped", "full", "crop", "dropped", "crop"]
+    code = compress_history(steps, "max", scroll_is_coordinate=False)
+    assert [o.kind for o in code] == ["crop", "dropped", "dropped", "crop", "dropped", "crop"]
+    for o, rec in zip(code, steps):
+        assert (o.image is None) == (not is_coordinate_action(rec.action, scroll_is_coordinate=False))
         if o.kind == "crop":
             x1, y1, x2, y2 = o.roi_px
             assert o.image.size == (x2 - x1, y2 - y1)
+
+
+def test_coordinate_steps_any_is_the_released_code_rule():
+    # a rollout clicked on a "type" step: "gt" (paper) drops the image, "any" (code) crops it
+    rec = StepRecord(image=_img(), action=TYPE, rollout_actions=(_click(0.5, 0.5),))
+    assert compress_history([rec], "max")[0].kind == "dropped"
+    (o,) = compress_history([rec], "max", coordinate_steps="any")
+    assert o.kind == "crop" and o.roi_px == (112, 224, 168, 280)
+    with pytest.raises(ValueError, match="coordinate_steps"):
+        compress_history([rec], "max", coordinate_steps="some")
 
 
 def test_min_compress_keeps_non_coordinate_steps_full():
@@ -238,10 +259,11 @@ def test_token_order_none_ge_min_ge_max():
     for pol in ("none", "min", "max"):
         imgs = [o.image.size for o in compress_history(steps, pol) if o.image is not None]
         toks[pol] = history_tokens(imgs, min_pixels=3136, max_pixels=141120)  # the tiny profile's budget
+    # the direction-only scroll keeps its full image under MAX and MIN (a coordinate step)
     assert toks == {
         "none": 6 * (180 + 2),
         "min": 3 * (180 + 2) + (4 + 2) + (6 + 2) + (28 + 2),
-        "max": (4 + 2) + (6 + 2) + (28 + 2),
+        "max": (180 + 2) + (4 + 2) + (6 + 2) + (28 + 2),
     }
 
 
@@ -273,7 +295,7 @@ def test_nao_policies_and_errors():
     steps = _episode()
     h_max = build_nao_history(steps, 5, 5, policy="max")
     h_min = build_nao_history(steps, 5, 5, policy="min", margin=0)
-    assert len(h_max.images) == 1 + 2  # two coordinate steps among 0..4, plus current
+    assert len(h_max.images) == 1 + 3  # three coordinate steps among 0..4 (scroll too), plus current
     assert len(h_min.images) == 1 + 5
     with pytest.raises(ValueError, match="outside"):
         build_nao_history(steps, 6, 1)
@@ -281,7 +303,65 @@ def test_nao_policies_and_errors():
         build_nao_history(steps, 2, -1)
 
 
-def test_to_model_view_sizes():
-    assert to_model_view(_img(1080, 2400)).size == (672, 1484)
+@pytest.mark.parametrize(
+    "size, min_pixels, max_pixels, expected",
+    [
+        ((1080, 2400), 3136, 1003520, (672, 1484)),  # the library default budget (1280 tokens)
+        ((1080, 2400), 3136, 12845056, (1092, 2408)),  # the paper profiles' budget: 3,354 tokens
+        ((280, 504), 3136, 141120, (280, 504)),  # the tiny profile: a MiniGUI screen is a model view
+        ((1080, 2400), 3136, 141120, (252, 560)),  # a real screen under the tiny budget: 180 tokens
+    ],
+)
+def test_to_model_view_uses_the_given_budget(size, min_pixels, max_pixels, expected):
+    view = to_model_view(_img(*size), min_pixels=min_pixels, max_pixels=max_pixels)
+    assert view.size == expected
+
+
+def test_to_model_view_has_no_default_budget():
     small = _img(280, 504)
-    assert to_model_view(small) is small  # already a model view
+    assert to_model_view(small, min_pixels=3136, max_pixels=141120) is small  # already a model view
+    with pytest.raises(TypeError):
+        to_model_view(small)  # type: ignore[call-arg]  # the pixel budget is always the caller's
+
+
+# ----------------------------------------------------------------------------- tokens vs the processor
+@pytest.fixture(scope="module")
+def processors():
+    from guirl.models import build_tiny_model, load_processor
+
+    path = build_tiny_model()
+    return {
+        budget: load_processor(path, min_pixels=budget[0], max_pixels=budget[1])
+        for budget in ((3136, 141120), (3136, 1003520))
+    }
+
+
+def _processor_tokens(processor, image) -> int:
+    grid = processor.image_processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
+    return int(grid.prod()) // 4  # 2x2 patches merge into one token
+
+
+@pytest.mark.parametrize("budget", [(3136, 141120), (3136, 1003520)])
+@pytest.mark.parametrize("screen", [(280, 504), (1080, 2400), (720, 1280)])
+def test_casc_token_counts_equal_the_processor(processors, budget, screen):
+    proc = processors[budget]
+    view = to_model_view(_img(*screen), min_pixels=budget[0], max_pixels=budget[1])
+    acts = [
+        _click(0.5, 0.5),  # one point: the smallest ROI
+        _click(0.02, 0.98),  # a corner
+        TYPE,  # dropped under MAX
+        SCROLL_WITH_POINTS,  # a tall ROI
+        SCROLL_NO_POINT,  # kept full
+    ]
+    steps = [
+        StepRecord(image=view, action=a, rollout_actions=(_click(0.3, 0.4), None, _click(0.33, 0.45))) for a in acts
+    ]
+    for policy in ("max", "min", "none"):
+        for o in compress_history(steps, policy):
+            ours = obs_tokens(o, min_pixels=budget[0], max_pixels=budget[1])
+            if o.image is None:
+                assert ours == 0
+                continue
+            assert ours == _processor_tokens(proc, o.image), (policy, o.kind, o.image.size)
+            if o.kind == "crop":  # a grid-aligned crop of the model view: (w/28) x (h/28) tokens
+                assert ours == (o.image.width // 28) * (o.image.height // 28)

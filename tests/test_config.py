@@ -374,6 +374,7 @@ def _registries() -> dict[str, tuple[str, ...]]:
         "data_source": ("minigui", *LOADERS),
         "method": tuple(guirl.methods.names()),
         "reward": tuple(guirl.methods.reward_names()),
+        "rl_method": ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None)),
     }
 
 
@@ -408,6 +409,7 @@ def test_schema_marks_the_registry_keys() -> None:
         "sft.output_format": "format",
         "eval.protocol": "protocol",
         "rl.reward": "reward",
+        "rl.method": "rl_method",
     }
 
 

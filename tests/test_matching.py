@@ -354,7 +354,22 @@ def test_registry():
     with pytest.raises(KeyError, match="unknown text rule"):
         get_text_rule("nope")
     # the two known disagreements, as data
+    # the paper's reward (CCPO eqs. 12-13) and the released reward code vs the evaluator as run
     assert rules_differ("ccpo_reward", "ccpo_androidcontrol") == [
+        "click.distance_threshold",
+        "click.units",
+        "click.unit_decimals",
+        "click.distance_formula",
+        "text.kind",
+        "text.strict",
+        "text.normalize",
+        "args.scroll_match",
+        "args.scroll_units",
+        "args.scroll_unit_decimals",
+        "args.wait_duration_checked",
+        "args.coordinate_text",
+    ]
+    assert rules_differ("ccpo_reward_code", "ccpo_androidcontrol") == [
         "click.box_mode",
         "click.distance_threshold",
         "click.distance_to",

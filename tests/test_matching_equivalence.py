@@ -35,7 +35,7 @@ from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.env.tasks import text_matches as answer_matches
 from guirl.matching import LONG_PRESS_AS_CLICK, WAIT_AS_TERMINATE, ArgumentRule, ClickRule, RuleSet, TextRule
 from guirl.methods.agentcpm.reward import AgentCPMConfig, agentcpm_reward
-from guirl.methods.ccpo.reward import ccpo_code_score, ccpo_reward
+from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_reward
 from guirl.methods.ces.reward import CESConfig, ces_reward
 from guirl.methods.coepg.reward import CoEPGConfig, coepg_reward
 from guirl.methods.semi_online.reward import UIS1Config, uis1_reward
@@ -318,6 +318,10 @@ def _coepg(p, g, gr, cfg):
     return type(r)(r.total, {k: r.components[k] for k in _OLD_COEPG_KEYS})
 
 
+def _no_distance(r):
+    return type(r)(r.total, {k: v for k, v in r.components.items() if k != "distance"})
+
+
 #: (name, new reward call, legacy reward call); each gets (pred, new gt, old gt, grounding). Issue 9
 #: changed the defaults to the papers' rules; the calls select the former behaviour explicitly.
 REWARD_PAIRS = [
@@ -326,7 +330,13 @@ REWARD_PAIRS = [
         lambda p, g, og, gr: agentcpm_reward(p, g, cfg=AgentCPMConfig(rules="agentcpm_reward_code")),
         lambda p, g, og, gr: old_agentcpm.agentcpm_reward(p, og),
     ),
-    ("ccpo", lambda p, g, og, gr: ccpo_reward(p, g), lambda p, g, og, gr: old_ccpo.ccpo_reward(p, og)),
+    # the released-code variant is the former default (the paper's is now the default, with a
+    # "distance" component added for logging)
+    (
+        "ccpo",
+        lambda p, g, og, gr: _no_distance(ccpo_reward(p, g, cfg=CCPOConfig.code())),
+        lambda p, g, og, gr: old_ccpo.ccpo_reward(p, og),
+    ),
     ("ccpo_code", lambda p, g, og, gr: ccpo_code_score(p, g), lambda p, g, og, gr: old_ccpo.ccpo_code_score(p, og)),
     ("ces", lambda p, g, og, gr: ces_reward(p, g, cfg=_OLD_CES), lambda p, g, og, gr: old_ces.ces_reward(p, og)),
     (

@@ -18,7 +18,7 @@ from guirl.matching import RULES, rules_differ
 from guirl.methods import REWARDS, all_methods, get_reward
 from guirl.methods import get as get_method
 from guirl.methods.agentcpm.reward import AgentCPMConfig, agentcpm_reward
-from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_reward
+from guirl.methods.ccpo.reward import CCPOConfig, ccpo_code_score, ccpo_distance_weight, ccpo_match, ccpo_reward
 from guirl.methods.ces.reward import CESConfig, ces_format_ok, ces_reward
 from guirl.methods.coepg.reward import (
     ENSEMBLE,
@@ -100,15 +100,33 @@ class TestHelpers:
 
 
 # ----------------------------------------------------------------------------- CCPO
+# Paper defaults (CCPO eqs. 11-13, App. A.2.1): alpha 0.19, beta 0.36, gamma 0.45 (the released
+# code's 0.1 * format + 0.9 * action refit), tau_min 0.04, tau_max 0.5, w_min 0; the accuracy
+# credit between tau_min and tau_max is 1 - (d - 0.04) / 0.46. The gt point is (0.5, 0.45) in BOX.
+SCROLL_PTS_GT = GroundTruth(
+    Action(type="scroll", direction="up", convention="finger", point=(0.5, 0.8), point2=(0.5, 0.2))
+)
+
+
+def swipe(x1: float, y1: float, x2: float, y2: float) -> Action:
+    from guirl.actions.formats._base import scroll_from_points
+
+    return scroll_from_points((x1, y1), (x2, y2), "finger")
+
+
+def envelope_only(raw: str) -> ParseResult:
+    return ParseResult.fail("invalid action", raw=raw)
+
+
 class TestCCPO:
     @pytest.mark.parametrize(
         "d, expected",
         [
             (0.0, 1.0),  # on target
-            (0.1, 1.0),  # exactly tau_min: full credit
-            (0.3, 0.5),  # half way between 0.1 and 0.5 -> half way from 1 to 0
+            (0.04, 1.0),  # exactly tau_min (App. A.2.1): full credit
+            (0.27, 0.5),  # half way between 0.04 and 0.5 -> half way from 1 to w_min = 0
             (0.5, 0.0),  # tau_max -> w_min = 0
-            (0.7, 0.0),  # beyond tau_max
+            (0.7, 0.0),  # beyond tau_max: w_beyond = 0
         ],
     )
     def test_distance_weight_default(self, d, expected):
@@ -117,43 +135,117 @@ class TestCCPO:
     @pytest.mark.parametrize(
         "d, expected",
         [
+            (0.1, 1.0),  # code tau_min 0.1: full credit
             (0.3, 0.75),  # code shape: 1 -> 0.5 over [0.1, 0.5]
             (0.5, 0.5),  # w_min at tau_max
             (0.9, 0.5),  # code body: w_min beyond
         ],
     )
     def test_distance_weight_code_shape(self, d, expected):
-        cfg = CCPOConfig(w_min=0.5, w_beyond=0.5)
+        cfg = CCPOConfig(tau_min=0.1, w_min=0.5, w_beyond=0.5)
         assert ccpo_distance_weight(d, cfg) == pytest.approx(expected)
 
     @pytest.mark.parametrize(
         "pred, gt, expected",
         [
-            (FAIL, CLICK_GT, 0.0),  # unparsable
-            (ok(typed("x")), CLICK_GT, 0.19),  # parsed, wrong type
-            (ok(click(0.5, 0.45)), CLICK_GT, 1.0),  # on target
-            (ok(click(0.9, 0.9)), CLICK_GT, 0.55),  # far: format + type only
-            (ok(typed("hello")), TYPE_GT, 1.0),  # containment
-            (ok(typed("bye")), TYPE_GT, 0.55),  # type right, text wrong
+            (FAIL, CLICK_GT, 0.0),  # no <action> envelope: nothing
+            # envelope with a JSON object that is no valid action (coordinate off the image):
+            # format 1 (eq. 11 r_format is about the tag), type 0
+            (envelope_only('<action>{"action": "click", "coordinate": [5000, 1]}</action>'), CLICK_GT, 0.19),
+            (envelope_only("<action>click there</action>"), CLICK_GT, 0.0),  # body is not JSON
+            (ok(typed("x")), CLICK_GT, 0.19),  # parsed, wrong type: format only
+            (ok(Action(type="long_press", point=(0.5, 0.45))), CLICK_GT, 0.19),  # long press is its own type
+            (ok(click(0.5, 0.45)), CLICK_GT, 1.0),  # d = 0
+            (ok(click(0.53, 0.45)), CLICK_GT, 1.0),  # d = 0.03 <= tau_min
+            (ok(click(0.77, 0.45)), CLICK_GT, 0.19 + 0.36 + 0.45 * 0.5),  # d = 0.27: half credit
+            # inside the gt box but d = 0.09 from the gt point: eq. 12 measures to the point,
+            # credit 1 - 0.05 / 0.46
+            (ok(click(0.59, 0.45)), CLICK_GT, 0.55 + 0.45 * (1 - 0.05 / 0.46)),
+            (ok(click(0.5, 0.95)), CLICK_GT, 0.55),  # d = 0.5 = tau_max: w_min = 0
+            (ok(click(0.1, 0.9)), CLICK_GT, 0.55),  # d = 0.60 beyond tau_max
+            (ok(typed("Hello  World")), TYPE_GT, 1.0),  # eq. 13: exact after lower-casing and spaces
+            (ok(typed("hello")), TYPE_GT, 0.55),  # eq. 13: containment is not exact
             (
                 ok(Action(type="scroll", direction="up", convention="finger")),
                 SCROLL_GT,
                 1.0,
-            ),  # finger up == content down
+            ),  # finger up = content down
+            (ok(Action(type="scroll", direction="down", convention="finger")), SCROLL_GT, 0.55),  # wrong direction
+            # a scroll with an annotated start point is a coordinate action (Sec. 3.3): start
+            # (0.5, 0.7) is d = 0.1 from (0.5, 0.8), direction right: credit 1 - 0.06 / 0.46
+            (ok(swipe(0.5, 0.7, 0.5, 0.1)), SCROLL_PTS_GT, 0.55 + 0.45 * (1 - 0.06 / 0.46)),
+            (ok(swipe(0.5, 0.8, 0.5, 0.95)), SCROLL_PTS_GT, 0.55),  # right start, wrong direction: 0
+            (ok(Action(type="terminate", status="success")), TERM_GT, 1.0),
+            (ok(Action(type="terminate", status="fail")), TERM_GT, 0.55),  # status is an argument
         ],
     )
     def test_table(self, pred, gt, expected):
         assert ccpo_reward(pred, gt).total == pytest.approx(expected)
 
-    def test_partial_credit_between_thresholds(self):
-        # point 0.3 right of the box edge at x=0.6 -> distance to box 0.3, to point ~0.4: min 0.3
-        r = ccpo_reward(ok(click(0.9, 0.45)), CLICK_GT)
-        assert r.components["content"] == pytest.approx(0.5)
-        assert r.total == pytest.approx(0.19 + 0.36 + 0.45 * 0.5)
+    @pytest.mark.parametrize(
+        "pred, gt, expected",
+        [
+            (
+                envelope_only('<action>{"action": "click", "coordinate": [5000, 1]}</action>'),
+                CLICK_GT,
+                0.0,
+            ),  # format = parsed
+            (ok(click(0.59, 0.45)), CLICK_GT, 1.0),  # inside the gt box: distance 0
+            (ok(click(0.77, 0.45)), CLICK_GT, 0.1 + 0.9 * (1 - 0.07 / 0.4 * 0.5)),  # 0.17 from the box: code curve
+            (ok(typed("hello")), TYPE_GT, 1.0),  # containment
+            (ok(swipe(0.5, 0.7, 0.5, 0.1)), SCROLL_PTS_GT, 1.0),  # scroll by direction only
+        ],
+    )
+    def test_code_variant(self, pred, gt, expected):
+        cfg = CCPOConfig.code()
+        assert ccpo_reward(pred, gt, cfg=cfg).total == pytest.approx(expected)
+        assert ccpo_reward(pred, gt, cfg=cfg).total == pytest.approx(ccpo_code_score(pred, gt), abs=1e-9)
+        assert CCPOConfig.variant("code") == cfg and CCPOConfig.variant("paper") == CCPOConfig()
+
+    @pytest.mark.parametrize(
+        "cfg, pred, expected",
+        [
+            (CCPOConfig(distance_credit=False), click(0.77, 0.45), 0.55),  # "w/o CR": 0.27 is a miss
+            (CCPOConfig(distance_credit=False), click(0.52, 0.45), 1.0),  # within tau_min: hit
+            (CCPOConfig(tau_min=0.1), click(0.59, 0.45), 1.0),  # A.2.1's AITW alternative: 0.09 <= 0.1
+            (CCPOConfig(scroll_is_coordinate=False), None, 1.0),  # the scroll case below by direction only
+        ],
+    )
+    def test_options(self, cfg, pred, expected):
+        if pred is None:
+            assert ccpo_reward(ok(swipe(0.5, 0.7, 0.5, 0.1)), SCROLL_PTS_GT, cfg=cfg).total == pytest.approx(expected)
+        else:
+            assert ccpo_reward(ok(pred), CLICK_GT, cfg=cfg).total == pytest.approx(expected)
+
+    def test_components_carry_the_distance(self):
+        r = ccpo_reward(ok(click(0.77, 0.45)), CLICK_GT)
+        assert r.components == pytest.approx({"format": 1.0, "type": 1.0, "content": 0.5, "distance": 0.27})
+        assert "distance" not in ccpo_reward(ok(typed("x")), TYPE_GT).components  # no point, no distance
+
+    @pytest.mark.parametrize(
+        "pred, gt, matched",
+        [
+            (ok(click(0.53, 0.45)), CLICK_GT, True),  # full credit
+            (ok(click(0.59, 0.45)), CLICK_GT, False),  # partial credit is not a match
+            (ok(typed("hello world")), TYPE_GT, True),
+            (ok(typed("hello")), TYPE_GT, False),
+            (FAIL, CLICK_GT, False),
+        ],
+    )
+    def test_match_is_full_accuracy_credit(self, pred, gt, matched):
+        assert ccpo_match(pred, gt) is matched
 
     def test_from_code_constants_matches_defaults(self):
         a, b = CCPOConfig.from_code_constants(), CCPOConfig()
         assert (a.alpha, a.beta, a.gamma) == pytest.approx((b.alpha, b.beta, b.gamma))
+
+    def test_bad_config_is_rejected(self):
+        with pytest.raises(ValueError, match="tau_min"):
+            CCPOConfig(tau_min=0.6)
+        with pytest.raises(KeyError, match="unknown matching rule set"):
+            CCPOConfig(rules="nope")
+        with pytest.raises(ValueError, match="variant"):
+            CCPOConfig.variant("fast")
 
     @HYP
     @given(x=st.floats(0, 1), y=st.floats(0, 1), kind=st.sampled_from(["click", "long_press", "type", "fail"]))
@@ -165,7 +257,8 @@ class TestCCPO:
             "fail": FAIL,
         }[kind]
         for gt in (CLICK_GT, TYPE_GT):
-            assert ccpo_reward(pred, gt).total == pytest.approx(ccpo_code_score(pred, gt), abs=1e-9)
+            got = ccpo_reward(pred, gt, cfg=CCPOConfig.code()).total
+            assert got == pytest.approx(ccpo_code_score(pred, gt), abs=1e-9)
 
 
 # ----------------------------------------------------------------------------- Co-EPG
@@ -429,9 +522,11 @@ WIDE = GroundTruth(Action(type="click", point=(0.5, 0.5)), box=(0.2, 0.4, 0.8, 0
 
 # (method, pred, gt, exact under the reward's rules, exact under the method's eval protocol)
 DISAGREEMENTS = [
-    # CCPO: the reward compares text by containment (released code), the protocol by token F1 >= 0.5
-    # ("milk" vs "buy milk and eggs": F1 = 0.4)
-    ("ccpo", typed("milk"), GroundTruth(typed("buy milk and eggs")), True, False),
+    # CCPO: the reward's full credit ends at tau_min = 0.04 (App. A.2.1), the protocol accepts
+    # 0.1: a click 0.07 from the gt point
+    ("ccpo", click(0.57, 0.45), CLICK_GT, False, True),
+    # CCPO: eq. 13's exact text vs the protocol's token F1 >= 0.5 ("hello there" vs "hello world")
+    ("ccpo", typed("hello there"), TYPE_GT, False, True),
     # AgentCPM-GUI: the reward takes the gt box as annotated, else 0.14; the evaluator enlarges the
     # boxes containing the gt point 1.2x: (0.84, 0.5) is outside the box, 0.34 from the point,
     # inside the enlarged box
@@ -485,8 +580,13 @@ class TestRewardRulesVsEvaluator:
         assert score_step(pred, gt.action, m.eval_protocol, **kw).exact is eval_ok
 
     def test_the_two_known_disagreements_in_reward_values(self):
-        # CCPO: full reward for "milk" against "buy milk and eggs", yet a wrong step under "ccpo"
-        assert ccpo_reward(ok(typed("milk")), GroundTruth(typed("buy milk and eggs"))).total == pytest.approx(1.0)
+        # CCPO: partial credit for a click 0.07 from the gt point (1 - 0.03 / 0.46), a right step
+        # under "ccpo"; the released code's containment gives "milk" full reward, a wrong step
+        assert ccpo_reward(ok(click(0.57, 0.45)), CLICK_GT).total == pytest.approx(0.55 + 0.45 * (1 - 0.03 / 0.46))
+        assert score_step(click(0.57, 0.45), CLICK_GT.action, "ccpo", gt_box=BOX).exact
+        milk = GroundTruth(typed("buy milk and eggs"))
+        assert ccpo_reward(ok(typed("milk")), milk, cfg=CCPOConfig.code()).total == pytest.approx(1.0)
+        assert not score_step(typed("milk"), milk.action, "ccpo").exact
         # AgentCPM-GUI: reward 0 for a click the evaluator counts as an exact match
         assert agentcpm_reward(ok(click(0.84, 0.5)), WIDE).total == 0.0
         assert score_step(click(0.84, 0.5), WIDE.action, "agentcpm", gt_box=WIDE.box).exact

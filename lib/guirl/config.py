@@ -90,6 +90,7 @@ _REGISTRY_LABELS = {
     "data_source": "data sources (minigui and the loaders of guirl.data.loaders)",
     "method": "methods (guirl.methods)",
     "reward": "rewards (guirl.methods.reward_names())",
+    "rl_method": "RL methods (grpo and the methods of guirl.methods with rl_hooks)",
 }
 
 
@@ -98,7 +99,8 @@ def registry_names(kind: str) -> tuple[str, ...]:
     in registry order: ``format`` -> ``FORMAT_NAMES``, ``protocol`` -> the keys of
     ``guirl.metrics.protocols.PROTOCOLS``, ``data_source`` -> ``minigui`` (generated) and the
     keys of ``guirl.data.loaders.LOADERS``, ``method`` -> ``guirl.methods.names()``, ``reward``
-    -> ``guirl.methods.reward_names()``."""
+    -> ``guirl.methods.reward_names()``, ``rl_method`` -> ``grpo`` and the methods whose record
+    sets ``rl_hooks``."""
     if kind == "format":
         from guirl.actions.formats import FORMAT_NAMES
 
@@ -119,6 +121,10 @@ def registry_names(kind: str) -> tuple[str, ...]:
         import guirl.methods
 
         return tuple(guirl.methods.reward_names())
+    if kind == "rl_method":
+        import guirl.methods
+
+        return ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None))
     raise ValueError(f"unknown registry {kind!r}; known: {', '.join(REGISTRY_KINDS)}")
 
 

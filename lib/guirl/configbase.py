@@ -26,9 +26,10 @@ __all__ = ["Section", "Registered", "REGISTRY_KINDS"]
 #: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
 #: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
 #: (``guirl.metrics.protocols.PROTOCOLS``), ``data_source`` (``minigui`` and the loaders of
-#: ``guirl.data.loaders.LOADERS``), ``method`` (``guirl.methods.names()``) and ``reward``
-#: (``guirl.methods.reward_names()``).
-REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method", "reward")
+#: ``guirl.data.loaders.LOADERS``), ``method`` (``guirl.methods.names()``), ``reward``
+#: (``guirl.methods.reward_names()``) and ``rl_method`` (``grpo`` and every method whose record
+#: sets ``rl_hooks``).
+REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method", "reward", "rl_method")
 
 
 class Section(BaseModel):

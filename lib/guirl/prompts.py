@@ -103,7 +103,8 @@ def build_prompt(
     Args:
         instruction: the high-level task.
         history: all previous ``(action_text, screenshot)`` pairs, oldest first; only the last
-            ``spec.n_history`` are shown, and their screenshots only in ``nAO`` mode.
+            ``spec.n_history`` are shown, and their screenshots only in ``nAO`` mode (a ``None``
+            screenshot is shown as text only, e.g. one CASC removed).
         current_image: the current screenshot (any object the processor accepts, or a path).
         step_instruction: the low-level instruction, shown when ``spec.use_step_instruction``.
 
@@ -119,7 +120,7 @@ def build_prompt(
         content.append({"type": "text", "text": "Previous actions:\n"})
     for i, (text, image) in enumerate(shown):
         content.append({"type": "text", "text": f"Step {offset + i + 1}: "})
-        if spec.history_mode == "nAO":
+        if spec.history_mode == "nAO" and image is not None:
             content.append({"type": "image"})
             images.append(image)
         content.append({"type": "text", "text": f"{text}\n"})

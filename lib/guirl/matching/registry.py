@@ -388,14 +388,23 @@ _REWARDS: tuple[RuleSet, ...] = (
         ArgumentRule(scroll_direction_checked=False, terminate_status_checked=False, coordinate_text="if_present"),
         source="CES code verl/utils/reward_score/gui.py (0.14 radius, scroll without direction)",
     ),
-    # CCPO reward as implemented (released code gui_utils/utils_reward.py): the distance is to the
-    # nearest of the gt point and the gt/candidate boxes (0 inside a box), and the reward turns it
-    # into credit (CCPO eq. 12's curve, guirl.methods.ccpo.reward); non-coordinate arguments by
-    # containment (check_text). CCPO eq. 13 states exact match (docs/metrics.md). A click is
-    # "right" (grounding) only on a target (distance 0); the credit curve and its tau_min are the
-    # reward's (CCPOConfig).
+    # CCPO reward, paper (CCPO eqs. 12-13, App. A.2.1; guirl.methods.ccpo.reward): the distance is
+    # to the annotated point (eq. 12) and the reward turns it into credit (CCPOConfig); a point is
+    # "right" (StepMatch.exact / grounding) within tau_min = 0.04 (A.2.1), where the credit is full;
+    # non-coordinate arguments by exact match (eq. 13). CCPOConfig.tau_min is the credit curve's
+    # source of truth; this threshold only labels the full-credit region.
     RuleSet(
         "ccpo_reward",
+        ClickRule(box_mode="none", distance_threshold=0.04),
+        TextRule("exact"),
+        ArgumentRule(coordinate_text="if_present"),
+        source="CCPO eqs. 12-13, App. A.2.1",
+    ),
+    # CCPO reward as released (code gui_utils/utils_reward.py; CCPOConfig.code()): the distance is
+    # to the nearest of the gt point and the gt/candidate boxes (0 inside a box); non-coordinate
+    # arguments by containment (check_text). A click is "right" only on a target (distance 0).
+    RuleSet(
+        "ccpo_reward_code",
         ClickRule(box_mode="any_candidate", distance_threshold=0.0, distance_to="nearest_target"),
         _CONTAINS,
         ArgumentRule(coordinate_text="if_present"),

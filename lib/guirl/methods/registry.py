@@ -13,10 +13,16 @@ This module is imported by every method, so it imports nothing from ``guirl.meth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from guirl.rewards.base import RewardSpec
+
+if TYPE_CHECKING:  # the run config (top layer) and the engine's hook record, for annotations only
+    from guirl.config import Config
+    from guirl.train.rl import RLHooks
 
 __all__ = ["Method"]
 
@@ -41,6 +47,11 @@ class Method:
         reward_rules: the matching rule set (:mod:`guirl.matching`) the reward trains with, when
             it differs from the evaluation protocol's (``None``: same as ``eval_protocol``).
         config_section: the pydantic model of ``cfg.<name>`` (``None``: no section yet).
+        rl_hooks: ``rl_hooks(cfg, data_dir, reward) -> RLHooks``: the hooks of the RL engine
+            (:mod:`guirl.train.rl`) for this method on the ``train`` split under ``data_dir``;
+            ``reward`` is the registry entry of ``rl.reward`` (``None``: the method's own).
+            ``rl.method: <name>`` selects it in ``guirl.stages.rl`` (``None``: the method has no
+            RL stage of its own). Called inside the stage process.
         notebooks: the notebooks that run the method.
         summary: one line for listings.
     """
@@ -56,6 +67,7 @@ class Method:
     reward: RewardSpec | None = None
     reward_rules: str | None = None
     config_section: type | None = None
+    rl_hooks: Callable[[Config, Path, RewardSpec | None], RLHooks] | None = None
     notebooks: tuple[str, ...] = ()
     summary: str = ""
     extras: dict[str, Any] = field(default_factory=dict)

@@ -17,10 +17,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from guirl.configbase import Registered, Section
 
-__all__ = ["RLConfig", "RL_METHODS", "LOSS_AGGS"]
-
-#: RL methods the stage entry (``guirl.stages.rl``) can build hooks for.
-RL_METHODS = ("grpo",)
+__all__ = ["RLConfig", "LOSS_AGGS"]
 #: :data:`guirl.rl.losses.LOSS_AGG_MODES`, repeated here so the section imports no torch.
 LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
@@ -28,9 +25,11 @@ LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mea
 class RLConfig(Section):
     """RL engine hyperparameters (module doc for units).
 
-    ``method``: which hooks the stage builds (``grpo``: single-turn GRPO on recorded steps with the
-    ground-truth history, reward ``reward``). ``reward``: a reward name of
-    :func:`guirl.methods.get_reward`. ``histories``: history settings of the prompts (as
+    ``method``: which hooks the stage builds: ``grpo`` (single-turn GRPO on recorded steps with the
+    ground-truth history) or a method whose ``Method.rl_hooks`` builds them (``semi_online``: the
+    SO-RL baseline; ``ccpo``: CCPO; ``guirl.stages.rl``). ``reward``: a reward name of
+    :func:`guirl.methods.get_reward`; ``null`` is the method's own reward (``Method.reward``;
+    for ``grpo`` the CCPO reward). ``histories``: history settings of the prompts (as
     ``sft.histories``). ``advantage``: ``grpo`` (group mean/std) or ``dr_grpo`` (group mean only).
     ``loss_agg``: :data:`guirl.rl.losses.LOSS_AGG_MODES` (``seq-mean-token-sum-norm`` is
     normalised by ``max_new_tokens``, Dr. GRPO). ``dapo_std_threshold``: ``null`` keeps every
@@ -39,8 +38,8 @@ class RLConfig(Section):
     ``max_draws`` times per step, until ``prompts_per_step`` groups are kept).
     """
 
-    method: Literal[RL_METHODS] = "grpo"  # type: ignore[valid-type]
-    reward: Annotated[str, Registered("reward")] = "ccpo"
+    method: Annotated[str, Registered("rl_method")] = "grpo"
+    reward: Annotated[str | None, Registered("reward")] = None  # None: the method's own (grpo: ccpo)
     histories: list[Annotated[str, StringConstraints(pattern=r"^[0-5](A|AO)$")]] = Field(
         default_factory=lambda: ["1AO", "3AO"], min_length=1
     )  # CCPO A.1.3: 1-3AO histories
@@ -48,7 +47,7 @@ class RLConfig(Section):
         default=100, ge=1
     )  # not from the paper: CCPO is silent on a step count (it trains 3 epochs, Table 8)
     prompts_per_step: int = Field(default=32, ge=1)  # CCPO Table 8 train_batch_size (AC)
-    group_size: int = Field(default=4, ge=1)  # rollouts per prompt; CCPO Table 11 ablates 2 / 4 / 8
+    group_size: int = Field(default=8, ge=1)  # rollouts per prompt (task): CCPO App. A.5 (Table 11 ablates 2-16)
     max_new_tokens: int = Field(default=128, ge=1)  # CCPO Table 8 max_response_length
     temperature: float = Field(default=1.0, gt=0)  # verl rollout default
     top_p: float = Field(default=1.0, gt=0, le=1)  # verl rollout default

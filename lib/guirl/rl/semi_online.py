@@ -19,22 +19,47 @@ example script uses ``gamma = 0.5``; CCPO's uses 0.3.
 Advantages (code ``compute_uis1_outcome_advantage``): ``A = A_episode + omega * A_step`` where
 ``A_step`` normalises ``G_t`` within the group of rollouts of the same task at the same step
 index, and ``A_episode`` normalises the episode-level return within the task's group;
-``omega = step_advantage_w = 1.0``; ``mode`` ``"mean_std_norm"`` (GRPO) or ``"mean_norm"``
-(mean only, the code's default). Singleton groups get 0 (see :mod:`guirl.rl.advantages`; the
-code passes the raw score through for episode-level singletons).
+``omega = step_advantage_w = 1.0`` (CCPO Table 8 "Advantage weight"); ``mode`` ``"mean_std_norm"``
+(GRPO, the released training script) or ``"mean_norm"`` (mean only, the code's default).
+Singleton groups get 0 (see :mod:`guirl.rl.advantages`; the code passes the raw score through
+for episode-level singletons). Two readings of the episode-level return
+(:func:`semi_online_advantages`): ``"trajectory"`` (default) normalises each trajectory's return
+(the sum of its step rewards) over the task's N trajectories, one value per trajectory;
+``"step_reward"`` is the released code (``episode_norm_reward`` with
+``compute_mean_std_cross_all_data=True``): each step's own reward normalised over every step of
+every trajectory of the task.
+
+DAPO dynamic sampling as the released trainer applies it to trajectories (``dapo_ray_trainer.py``,
+``filter_groups.metric = seq_future_reward``): a task's group is kept when the population std
+(``np.std``) of its trajectories' step-0 returns ``G_0`` exceeds the threshold (CCPO Table 8
+"DAPO threshold"), or when it has a single trajectory (:func:`trajectory_dapo_keep`). When more
+groups than the batch holds were accumulated, CCPO Algorithm 1 (line 26) keeps the "top-B by
+DAPO": :func:`select_top_groups` ranks by that std (the released code keeps the first B in draw
+order, a TODO in it says the highest-std ones were meant).
+
+:class:`SemiOnlineConfig` is the ``semi_online`` config section (CCPO Table 8; shared by every
+method trained with semi-online rollouts: SO-RL and CCPO).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from pydantic import Field
 
+from guirl.configbase import Section
 from guirl.rl.advantages import group_advantages
 
 __all__ = [
+    "SemiOnlineConfig",
+    "semi_online_advantages",
+    "trajectory_dapo_keep",
+    "trajectory_dapo_std",
+    "select_top_groups",
     "PatchDecision",
     "patch_step",
     "simulate_patched_rollout",
@@ -43,6 +68,28 @@ __all__ = [
     "episode_returns",
     "uis1_advantages",
 ]
+
+
+class SemiOnlineConfig(Section):
+    """The ``semi_online`` config section: semi-online RL as CCPO runs it (CCPO Table 8, App. A.1.2;
+    UI-S1 released scripts where the paper is silent). Defaults are the AndroidControl column; the
+    per-data-set values are in ``configs/experiments/<data set>.yaml``. The DAPO threshold is
+    ``rl.dapo_std_threshold`` and the number of rollouts ``rl.group_size`` (one source each).
+
+    ``gamma``: reward discount of the step returns. ``patch_threshold``: patches allowed per
+    trajectory before a mismatch stops it (``-1``: unlimited). ``advantage_weight``: ``omega``
+    of ``A_episode + omega * A_step``. ``advantage_mode``: ``mean_std_norm`` or ``mean_norm``.
+    ``episode_return``: ``trajectory`` or ``step_reward`` (module doc). ``dapo_select``:
+    ``top_std`` (Algorithm 1: keep the top-B groups by the DAPO std) or ``first`` (the released
+    code: the first B in draw order).
+    """
+
+    gamma: float = Field(default=0.5, ge=0, le=1)  # CCPO Table 8 reward discount (SO RL): AC 0.5; GUI-O, AITW, M2W 0.3
+    patch_threshold: int = Field(default=1, ge=-1)  # CCPO Table 8 patch threshold (SO RL)
+    advantage_weight: float = Field(default=1.0, ge=0)  # CCPO Table 8 "Advantage weight" (UI-S1 step_advantage_w)
+    advantage_mode: Literal["mean_std_norm", "mean_norm"] = "mean_std_norm"  # UI-S1 train_example.sh (not in CCPO)
+    episode_return: Literal["trajectory", "step_reward"] = "trajectory"  # module doc; "step_reward": UI-S1 code
+    dapo_select: Literal["top_std", "first"] = "top_std"  # CCPO Algorithm 1 line 26; "first": UI-S1 code
 
 
 @dataclass(frozen=True)
@@ -183,3 +230,129 @@ def uis1_advantages(
     step_group = gi * (int(si.max()) + 1 if si.numel() else 1) + si
     a_st = group_advantages(step_return, step_group, scale=scale, eps=eps)
     return a_ep + omega * a_st
+
+
+def _trajectory_index(
+    group_ids: Sequence[Hashable], traj_ids: Sequence[Hashable]
+) -> tuple[list[tuple[Hashable, Hashable]], list[int]]:
+    """Unique ``(group, trajectory)`` keys in order of first appearance and each row's index."""
+    keys: dict[tuple[Hashable, Hashable], int] = {}
+    idx = []
+    for g, k in zip(group_ids, traj_ids, strict=True):
+        idx.append(keys.setdefault((g, k), len(keys)))
+    return list(keys), idx
+
+
+def semi_online_advantages(
+    rewards: Sequence[float],
+    group_ids: Sequence[int],
+    traj_ids: Sequence[Hashable],
+    step_ids: Sequence[int],
+    matches: Sequence[bool],
+    *,
+    gamma: float,
+    omega: float = 1.0,
+    mode: Literal["mean_norm", "mean_std_norm"] = "mean_std_norm",
+    episode_return: Literal["trajectory", "step_reward"] = "trajectory",
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """UI-S1 advantages of flattened semi-online samples (module doc), ``(N,)`` float64.
+
+    Args:
+        rewards: ``(N,)`` step rewards. group_ids: ``(N,)`` task group (the N rollouts of one task).
+        traj_ids: ``(N,)`` trajectory within its group (e.g. the rollout index). step_ids: ``(N,)``
+            step index. matches: ``(N,)`` whether the step's action matched (cuts the returns).
+        gamma, omega, mode, episode_return, eps: module doc.
+    """
+    n = len(rewards)
+    if not (len(group_ids) == len(traj_ids) == len(step_ids) == len(matches) == n):
+        raise ValueError("rewards, group_ids, traj_ids, step_ids and matches must have one entry per sample")
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    if episode_return not in ("trajectory", "step_reward"):
+        raise ValueError(f"episode_return must be 'trajectory' or 'step_reward', got {episode_return!r}")
+    keys, tix = _trajectory_index(group_ids, traj_ids)
+    r = torch.tensor([float(v) for v in rewards], dtype=torch.float64)
+    traj = torch.tensor(tix, dtype=torch.long)
+    step = torch.tensor([int(v) for v in step_ids], dtype=torch.long)
+    g_step = discounted_step_returns_batch(r, traj, step, gamma, torch.tensor([bool(m) for m in matches]))
+    scale = "none" if mode == "mean_norm" else "std"
+    if mode not in ("mean_norm", "mean_std_norm"):
+        raise ValueError(f"mode must be mean_norm or mean_std_norm, got {mode!r}")
+    _, gi = torch.unique(torch.tensor([int(g) for g in group_ids]), return_inverse=True)
+    if episode_return == "step_reward":
+        a_ep = group_advantages(r, gi, scale=scale, eps=eps)
+    else:  # one return per trajectory, normalised over the task's trajectories
+        ret = torch.zeros(len(keys), dtype=torch.float64).index_add_(0, traj, r)
+        tgroup = torch.zeros(len(keys), dtype=torch.long)
+        tgroup[traj] = gi
+        a_ep = group_advantages(ret, tgroup, scale=scale, eps=eps)[traj]
+    si = torch.unique(step, return_inverse=True)[1]
+    step_group = gi * (int(si.max()) + 1) + si
+    a_st = group_advantages(g_step.to(torch.float64), step_group, scale=scale, eps=eps)
+    return a_ep + omega * a_st
+
+
+def trajectory_dapo_std(
+    rewards: Sequence[float],
+    group_ids: Sequence[int],
+    traj_ids: Sequence[Hashable],
+    step_ids: Sequence[int],
+    matches: Sequence[bool],
+    *,
+    gamma: float,
+) -> dict[int, tuple[float, int]]:
+    """Per task group: ``(std, n_trajectories)`` of its trajectories' step-0 returns ``G_0``
+    (population std, ``np.std`` as the released trainer; module doc)."""
+    keys, tix = _trajectory_index(group_ids, traj_ids)
+    if not keys:
+        return {}
+    r = torch.tensor([float(v) for v in rewards], dtype=torch.float64)
+    g = discounted_step_returns_batch(
+        r,
+        torch.tensor(tix, dtype=torch.long),
+        torch.tensor([int(v) for v in step_ids], dtype=torch.long),
+        gamma,
+        torch.tensor([bool(m) for m in matches]),
+    )
+    first: dict[int, tuple[int, float]] = {}  # trajectory -> (lowest step, its return)
+    for i, k in enumerate(tix):
+        s = int(step_ids[i])
+        if k not in first or s < first[k][0]:
+            first[k] = (s, float(g[i]))
+    per_group: dict[int, list[float]] = {}
+    for k, (_, v) in first.items():
+        per_group.setdefault(int(keys[k][0]), []).append(v)
+    out = {}
+    for gid, vals in per_group.items():
+        mean = sum(vals) / len(vals)
+        out[gid] = (math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals)), len(vals))
+    return out
+
+
+def trajectory_dapo_keep(
+    rewards: Sequence[float],
+    group_ids: Sequence[int],
+    traj_ids: Sequence[Hashable],
+    step_ids: Sequence[int],
+    matches: Sequence[bool],
+    *,
+    gamma: float,
+    std_threshold: float,
+) -> list[bool]:
+    """``(N,)`` keep flags: every sample of a group whose :func:`trajectory_dapo_std` exceeds
+    ``std_threshold``, or that has a single trajectory (the released trainer's rule)."""
+    stats = trajectory_dapo_std(rewards, group_ids, traj_ids, step_ids, matches, gamma=gamma)
+    keep = {g for g, (sd, n) in stats.items() if sd > std_threshold or n == 1}
+    return [int(g) in keep for g in group_ids]
+
+
+def select_top_groups(group_ids: Sequence[int], scores: dict[int, float], n_groups: int) -> list[int]:
+    """The ``n_groups`` group ids with the highest score (ties: earlier first appearance), in
+    order of first appearance; CCPO Algorithm 1 line 26 ("keep top-B by DAPO")."""
+    if n_groups < 0:
+        raise ValueError(f"n_groups must be >= 0, got {n_groups}")
+    order = list(dict.fromkeys(int(g) for g in group_ids))
+    ranked = sorted(order, key=lambda g: (-scores.get(g, -math.inf), order.index(g)))
+    chosen = set(ranked[:n_groups])
+    return [g for g in order if g in chosen]

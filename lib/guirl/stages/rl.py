@@ -14,9 +14,12 @@ Methods (``rl.method``):
 
 * ``grpo``: single-turn GRPO on the recorded steps of the ``train`` split, each prompt with the
   ground-truth history of every ``rl.histories`` setting, ``rl.group_size`` sampled completions
-  per prompt, the reward ``rl.reward`` (:func:`guirl.methods.get_reward`) on the action parsed
-  with ``sft.output_format``, ``rl.advantage`` group advantages, and DAPO dynamic sampling when
-  ``rl.dapo_std_threshold`` is set.
+  per prompt, the reward ``rl.reward`` (:func:`guirl.methods.get_reward`; ``null``: CCPO's) on
+  the action parsed with ``sft.output_format``, ``rl.advantage`` group advantages, and DAPO
+  dynamic sampling when ``rl.dapo_std_threshold`` is set.
+* any method of :mod:`guirl.methods` whose record sets ``rl_hooks`` (:func:`hooks_for`):
+  ``semi_online`` (the SO-RL baseline, :mod:`guirl.methods.semi_online.rl`) and ``ccpo``
+  (:mod:`guirl.methods.ccpo.rl`), through the same engine.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def grpo_hooks(cfg: Config, data_dir: Path) -> RLHooks:
     from guirl.train.sft import prompt_spec
 
     rl, m = cfg.rl, cfg.model
-    spec = methods.get_reward(rl.reward)  # a registered name: the config schema checked it
+    spec = methods.get_reward(rl.reward or "ccpo")  # a registered name: the config schema checked it
     splits = load_splits(data_dir)
     if "train" not in splits:
         raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
@@ -59,7 +62,18 @@ def grpo_hooks(cfg: Config, data_dir: Path) -> RLHooks:
     )
 
 
-HOOK_BUILDERS = {"grpo": grpo_hooks}
+def hooks_for(cfg: Config, data_dir: Path) -> RLHooks:
+    """The hooks of ``cfg.rl.method``: :func:`grpo_hooks`, or the method record's ``rl_hooks``."""
+    import guirl.methods as methods
+
+    name = cfg.rl.method
+    if name == "grpo":
+        return grpo_hooks(cfg, data_dir)
+    method = methods.get(name)
+    if method.rl_hooks is None:  # the config schema only accepts methods with hooks
+        raise ValueError(f"rl.method={name!r}: guirl/methods/{name}/__init__.py sets no rl_hooks")
+    reward = None if cfg.rl.reward is None else methods.get_reward(cfg.rl.reward)
+    return method.rl_hooks(cfg, data_dir, reward)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-dir", required=True, type=Path)
     a = p.parse_args(argv)
     cfg = load_config(a.config)
-    hooks = HOOK_BUILDERS[cfg.rl.method](cfg, a.data_dir)
+    hooks = hooks_for(cfg, a.data_dir)
     rl = cfg.rl
 
     def make_policy(model, processor):

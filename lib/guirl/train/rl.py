@@ -18,7 +18,15 @@ A method supplies :class:`RLHooks`:
 * ``advantage(samples) -> (N,) tensor``: e.g. :func:`guirl.rl.samples.group_advantage_hook`;
 * ``keep(samples) -> [bool]`` (optional): the data filter; with it, the engine draws more tasks
   (at most ``rl.max_draws`` draws) until ``rl.prompts_per_step`` groups are kept, then keeps the
-  first ``prompts_per_step`` (DAPO dynamic sampling, CCPO Algorithm 1 lines 6-29).
+  first ``prompts_per_step`` (DAPO dynamic sampling, CCPO Algorithm 1 lines 6-29);
+* ``select(samples, n_groups) -> [Sample]`` (optional): which ``n_groups`` of the accumulated
+  groups are kept when a draw overfills the batch (default: the first in draw order,
+  :func:`~guirl.rl.samples.take_groups`; CCPO Algorithm 1 line 26 keeps the "top-B by DAPO");
+  a per-draw ``keep`` filter cannot rank groups across draws, hence a hook of its own;
+* ``metrics(infos, row) -> {name: value}`` (optional): extra log fields computed from the
+  ``info`` dicts of every trained sample (all ranks) and the step's log row, e.g. image tokens and
+  the compression rate of CCPO's cropped histories (Table 4, Figure 9); the built-in fields
+  cannot know a method's per-sample facts, hence a hook of its own.
 
 One step (CCPO Algorithm 1 lines 3-45, with ``num_iterations = 1``): draw tasks, roll out with
 the current policy (eval mode, seeded by ``(seed, step, draw, rank)``), score, filter, compute
@@ -135,6 +143,8 @@ class RLHooks:
     reward: Callable[[Sequence[Sample]], Sequence[RewardResult]]
     advantage: Callable[[Sequence[Sample]], torch.Tensor]
     keep: Callable[[Sequence[Sample]], Sequence[bool]] | None = None
+    select: Callable[[Sequence[Sample], int], list[Sample]] | None = None
+    metrics: Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any]], Mapping[str, Any]] | None = None
 
 
 def single_turn_rollout(
@@ -366,6 +376,13 @@ class _Engine:
 
         return [v for part in gather_object([list(values)]) for v in part]
 
+    def _gather_objects(self, values: Sequence[Any]) -> list[Any]:
+        if self.world == 1:
+            return list(values)
+        from accelerate.utils import gather_object
+
+        return [v for part in gather_object([list(values)]) for v in part]
+
     # ---- one step
     def collect(self, policy: Any, step: int) -> tuple[list[Sample], list[Sample], dict[str, Any]]:
         """Draw, roll out, score and filter until the batch is full (module doc); returns the kept
@@ -408,7 +425,7 @@ class _Engine:
                     raise ValueError(f"keep hook returned {len(mask)} flags for {len(samples)} samples")
                 samples = [s for s, k in zip(samples, mask, strict=True) if k]
             kept.extend(samples)
-            kept = take_groups(kept, quota)
+            kept = (hooks.select or take_groups)(kept, quota)
             draw += 1
             n_groups = len({s.group for s in kept})
             total_groups = int(self._sum([n_groups])[0])
@@ -721,6 +738,9 @@ def train_rl(
             row.update(dict.fromkeys(_UPDATE_FIELDS), lr=float(scheduler.get_last_lr()[0]))
         row["update_seconds"] = time.perf_counter() - t1
         row["step_seconds"] = time.perf_counter() - t0
+        if hooks.metrics is not None:
+            infos = engine._gather_objects([dict(s.info) for s in kept])
+            row.update(hooks.metrics(infos, row))
         engine.state.step = step
         engine.state.samples_generated += int(info["n_generated"])
         engine.state.samples_trained += n_kept

@@ -1,12 +1,17 @@
 """CCPO: Coordinate Compression Policy Optimization (Song et al., 2026, arXiv 2601.11631).
 
 Multi-turn semi-online RL whose history screenshots are cropped to the region that the rollouts'
-and the annotation's coordinates agree on (CASC, :mod:`guirl.methods.ccpo.casc`), with a
-distance-based coordinate reward (CCPO eqs. 11-13, :mod:`guirl.methods.ccpo.reward`)."""
+and the annotation's coordinates agree on (CASC, :mod:`guirl.methods.ccpo.casc`; progressive
+rollouts and the inference hook, :mod:`guirl.methods.ccpo.progressive`), with a distance-based
+coordinate reward (CCPO eqs. 11-13, :mod:`guirl.methods.ccpo.reward`). The ``ccpo`` config
+section is :class:`guirl.methods.ccpo.config.CCPOSection`; the engine hooks are
+:func:`guirl.methods.ccpo.rl.ccpo_rl_hooks` (``rl.method: ccpo``)."""
 
 from __future__ import annotations
 
+from guirl.methods.ccpo.config import CCPOSection
 from guirl.methods.ccpo.reward import CCPOConfig, ccpo_reward
+from guirl.methods.ccpo.rl import ccpo_rl_hooks
 from guirl.methods.registry import Method
 from guirl.rewards.base import RewardSpec
 
@@ -23,6 +28,8 @@ METHOD = Method(
         "ccpo", ccpo_reward, CCPOConfig, 0.0, CCPOConfig().high, "CCPO eqs. 11-13 (distance-based reward)"
     ),
     reward_rules="ccpo_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
+    config_section=CCPOSection,
+    rl_hooks=ccpo_rl_hooks,
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",
 )

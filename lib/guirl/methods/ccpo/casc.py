@@ -6,8 +6,13 @@ candidate boxes) and the points that the policy's N sampled rollouts acted on --
 them into ONE region of interest (ROI), and crops that step's screenshot to the ROI. The
 history then costs a few dozen visual tokens per step instead of a full screen.
 
+Coordinate steps (A_wc, CCPO Sec. 3.3): click, long press, select, hover and scroll ("we treat
+scroll as a coordinate action"). A scroll step whose sources carry no point (AndroidControl
+scrolls have a direction only) has no ROI and keeps its image full. ``scroll_is_coordinate=False``
+is the released code's rule (a scroll counts only with a point).
+
 Two policies for steps whose ground-truth action has no coordinate (type, wait, open_app,
-press, terminate, answer, scroll without points):
+press, terminate, answer):
 
 * ``"max"`` -- MAX-COMPRESS, the paper's CASC: the screenshot of such a step is removed
   (CCPO sec. 3.3: "type, wait, open, complete ... remove their corresponding images"; the
@@ -23,9 +28,10 @@ of the image that is cropped, right/bottom edges exclusive (PIL ``crop`` convent
 box's width is ``x2 - x1`` px. Functions say ``_px`` or ``_norm`` in argument names.
 
 Grid alignment. Crop the image the model sees (``to_model_view``: the screenshot resized
-by Qwen2.5-VL's ``smart_resize``, both sides multiples of 28 px) and align the ROI outward
-to the 28 px grid: the crop then keeps its size through the processor and costs exactly
-``(w/28) * (h/28)`` visual tokens. The official code crops that same resized image (its
+by Qwen2.5-VL's ``smart_resize`` with the model's pixel budget ``min_pixels`` / ``max_pixels``,
+which every caller passes: there is no default budget) and align the ROI outward to the 28 px
+grid: the crop then keeps its size through the processor and costs exactly ``(w/28) * (h/28)``
+visual tokens (:func:`obs_tokens`; ``tests/test_casc.py`` checks it against the processor). The official code crops that same resized image (its
 coordinates are the model's absolute coordinates on the resized screenshot).
 
 Assumptions and deviations (the paper's exact ROI rule is not stated; the official code was read):
@@ -36,10 +42,10 @@ Assumptions and deviations (the paper's exact ROI rule is not stated; the offici
    pixel edges and lets the processor re-round); we enlarge to ``min_size_px`` (default
    56 px, the smallest side Qwen2.5-VL's default ``min_pixels = 56*56`` allows) and align
    outward to 28 px, which makes the token count of a crop exact.
-3. Which steps are "coordinate steps": decided by the ground-truth action (as the paper says).
-   The official code instead keeps a crop whenever *any* source has a coordinate (e.g. a
-   rollout clicked on a step whose ground truth is ``type``); ``compress_history`` follows the
-   paper.
+3. Which steps are "coordinate steps": decided by the ground-truth action (as the paper says,
+   ``coordinate_steps="gt"``). The official code instead keeps a crop whenever *any* source has
+   a coordinate (e.g. a rollout clicked on a step whose ground truth is ``type``):
+   ``coordinate_steps="any"``.
 4. Tracked points: the action point(s) (``point``, ``point2`` for drags/scrolls), the two
    corners of the ground-truth box and of every candidate box (as the official
    ``add_coordinates``), and the point(s) of every rollout action that has any. Points are
@@ -57,10 +63,11 @@ from typing import Literal
 from PIL import Image
 
 from guirl.actions.types import Action, ActionType
-from guirl.imaging import DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, FACTOR, smart_resize
+from guirl.imaging import FACTOR, smart_resize, visual_tokens
 
 Policy = Literal["max", "min", "none"]
 POLICIES: tuple[str, ...] = ("max", "min", "none")
+CoordinateSteps = Literal["gt", "any"]
 
 #: Padding around the tracked points' bounding box, px (official CCPO ``coords_to_bbox``: +-28).
 DEFAULT_MARGIN_PX = 28
@@ -88,14 +95,14 @@ def action_points(action: Action | None) -> tuple[PointNorm, ...]:
     return tuple(p for p in (action.point, action.point2) if p is not None)
 
 
-def is_coordinate_action(action: Action) -> bool:
-    """True when the action's correctness depends on a screen location (CCPO sec. 3.3).
-
-    click, long_press, select and hover always; scroll only when it carries a point
-    (AndroidControl scrolls carry a direction only and are then non-coordinate steps).
+def is_coordinate_action(action: Action, scroll_is_coordinate: bool = True) -> bool:
+    """True for the coordinate-related actions A_wc of CCPO Sec. 3.3: click, long_press, select,
+    hover and scroll ("we treat scroll as a coordinate action"), whether or not the scroll carries
+    a point. ``scroll_is_coordinate=False`` is the released code's rule: a scroll counts only when
+    it carries a point (AndroidControl scrolls carry a direction only).
     """
     if action.type is ActionType.SCROLL:
-        return action.point is not None
+        return scroll_is_coordinate or action.point is not None
     return len(action_points(action)) > 0
 
 
@@ -238,10 +245,9 @@ def crop_history(images: Sequence[Image.Image], rois: Sequence[BoxPx | None]) ->
     return out
 
 
-def to_model_view(
-    image: Image.Image, min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> Image.Image:
-    """Resize a screenshot to the size Qwen2.5-VL feeds its vision tower (``smart_resize``).
+def to_model_view(image: Image.Image, *, min_pixels: int, max_pixels: int) -> Image.Image:
+    """Resize a screenshot to the size Qwen2.5-VL feeds its vision tower (``smart_resize`` with the
+    model's pixel budget, ``cfg.model.min_pixels`` / ``max_pixels``; no default on purpose).
 
     Bicubic, as the released processor. Normalised coordinates are unchanged by the resize.
     """
@@ -288,17 +294,23 @@ def compress_history(
     grid: int = DEFAULT_GRID_PX,
     min_scale: float = 1.0,
     include_rollouts: bool = True,
+    scroll_is_coordinate: bool = True,
+    coordinate_steps: CoordinateSteps = "gt",
 ) -> list[CompressedObs]:
-    """Compress the screenshots of past ``steps`` (CCPO sec. 3.3; MAX/MIN-COMPRESS).
+    """Compress the screenshots of past ``steps`` (CCPO sec. 3.3; MAX/MIN-COMPRESS, App. A.4).
 
-    Coordinate steps (ground-truth action has a point, :func:`is_coordinate_action`) are
-    cropped to :func:`step_roi` under ``"max"`` and ``"min"``. Non-coordinate steps are
-    dropped under ``"max"`` and kept under ``"min"`` (full when ``min_scale == 1``, else
-    resized by ``min_scale`` per side and snapped to the 28 px grid). ``"none"`` keeps every
-    image full. Returns one :class:`CompressedObs` per step, in order.
+    Coordinate steps (``coordinate_steps="gt"``: the ground-truth action is in A_wc,
+    :func:`is_coordinate_action`; ``"any"``: the ground truth or any rollout action carries a
+    point, the released code) are cropped to :func:`step_roi` under ``"max"`` and ``"min"``; a
+    coordinate step without any tracked point (a direction-only scroll) keeps its image full.
+    Non-coordinate steps are dropped under ``"max"`` and kept under ``"min"`` (full when
+    ``min_scale == 1``, else resized by ``min_scale`` per side and snapped to the 28 px grid).
+    ``"none"`` keeps every image full. Returns one :class:`CompressedObs` per step, in order.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown CASC policy {policy!r}; expected one of {POLICIES}")
+    if coordinate_steps not in ("gt", "any"):
+        raise ValueError(f"coordinate_steps must be 'gt' or 'any', got {coordinate_steps!r}")
     if not (0.0 < min_scale <= 1.0):
         raise ValueError(f"min_scale must be in (0, 1], got {min_scale}")
     out: list[CompressedObs] = []
@@ -306,10 +318,15 @@ def compress_history(
         if policy == "none":
             out.append(CompressedObs(i, "full", rec.image))
             continue
-        if is_coordinate_action(rec.action):
+        coord = is_coordinate_action(rec.action, scroll_is_coordinate)
+        if coordinate_steps == "any" and not coord:
+            coord = any(action_points(a) for a in rec.rollout_actions) if include_rollouts else False
+        if coord:
             roi = step_roi(rec, margin, min_size, grid, include_rollouts)
-            assert roi is not None  # a coordinate action always contributes a point
-            out.append(CompressedObs(i, "crop", crop_history([rec.image], [roi])[0], roi))
+            if roi is None:  # a coordinate step with no point (direction-only scroll): kept full
+                out.append(CompressedObs(i, "full", rec.image))
+            else:
+                out.append(CompressedObs(i, "crop", crop_history([rec.image], [roi])[0], roi))
         elif policy == "max":
             out.append(CompressedObs(i, "dropped", None))
         elif min_scale == 1.0:
@@ -317,6 +334,16 @@ def compress_history(
         else:
             out.append(CompressedObs(i, "downscaled", _downscale(rec.image, min_scale, grid)))
     return out
+
+
+def obs_tokens(obs: CompressedObs, *, min_pixels: int, max_pixels: int) -> int:
+    """Visual tokens (``<|image_pad|>``) the processor gives one compressed observation under the
+    model's pixel budget (0 when dropped): :func:`guirl.imaging.visual_tokens` of its size, which
+    for a grid-aligned crop of the model view is ``(w/28) * (h/28)``."""
+    if obs.image is None:
+        return 0
+    w, h = obs.image.size
+    return visual_tokens(h, w, min_pixels=min_pixels, max_pixels=max_pixels)
 
 
 def _downscale(image: Image.Image, scale: float, grid: int) -> Image.Image:

@@ -1,64 +1,100 @@
-"""CCPO reward: format + type + distance-based content credit ("Compress to Focus", Song et al. 2026,
-arXiv 2601.11631, Sec. "Distance-Based Advantage"; released code ``CCPO/verl/utils/reward_score/
-gui_traj_rewarrd.py`` and ``gui_utils/utils_reward.py`` of HiThink-Research/CCPO).
+"""CCPO step reward: format + type + distance-based accuracy (CCPO Sec. 3.4, eqs. 11-13, App. A.2.1).
 
-Source of the numbers. The arXiv text of the paper could not be read from the stored corpus in
-this session, so the shape and constants below come from the released code:
+``r = alpha * r_format + beta * r_type + gamma * r_acc`` (CCPO eq. 11):
 
-* ``TOLERANCE_DISTANCE_THRESHOLD = 0.1`` (tau_min), ``MAX_TOLERANCE_DISTANCE_THRESHOLD = 0.5``
-  (tau_max), ``MIN_WEIGHT = 0.5`` (w_min): a coordinate action whose type matches earns action
-  credit 1 within tau_min of the target, linearly falling to w_min at tau_max, and w_min beyond
-  (the code's docstring says "0 beyond tau_max", its body returns w_min; we follow the body and
-  expose ``w_beyond`` to get the docstring's variant).
-* distance = min over the gt point and the gt / candidate boxes (distance to a box is 0 inside
-  it): the matching rule set ``"ccpo_reward"`` (``CCPOConfig.rules``, ``distance_to=
-  "nearest_target"``). CCPO eq. 12 measures to the gt point only.
-* action score: 0 unparsable, 0.1 parsed with the wrong type, 0.5 type right but arguments wrong
-  (non-coordinate), distance weight for coordinate actions, 1 correct; total
-  ``0.1 * format + 0.9 * action``.
+* ``r_format`` (Sec. 3.4): 1 when the response follows the required format, i.e. it holds an
+  ``<action>...</action>`` envelope whose body is a JSON object, whether or not that object is
+  a valid action (``format_rule="envelope"``). The released code scores format only for an
+  output that parses into a valid action (``format_rule="parsed"``).
+* ``r_type``: 1 when the predicted action type equals the annotated one.
+* ``r_acc`` (paid only when format and type are right, Sec. 3.4):
 
-The brief's linear form ``alpha * format + beta * type + gamma * content`` reproduces that score
-exactly with ``alpha = 0.19, beta = 0.36, gamma = 0.45`` and a content term that is 1 within
-tau_min, linear to 0 at tau_max, 0 beyond (i.e. ``content = (w - 0.5) / 0.5`` of the code's
-weight ``w``): type wrong -> 0.1 + 0.9*0.1 = 0.19; type right, far -> 0.1 + 0.9*0.5 = 0.55 =
-0.19 + 0.36; correct -> 1.0. ``CCPOConfig.from_code_constants`` builds that mapping from the code's
-constants; :func:`ccpo_code_score` is a direct transcription used in the tests to prove it.
-Non-coordinate arguments use containment after lower/strip (``check_text``), as in the code and
-the rule set ``"ccpo_reward"``; CCPO eq. 13 states exact match, and the evaluator protocol
-``"ccpo"`` uses token F1 >= 0.5, so ``type "milk"`` earns full credit here but is wrong under
-``"ccpo"`` (``docs/metrics.md``, "Reward rules vs evaluator").
-The code's HARMFUL/NEUTRAL annotation overrides are not modelled (no such labels here).
+  - coordinate actions (A_wc: click, long press, select, hover, and scroll with an annotated
+    start point, Sec. 3.3 "we treat scroll as a coordinate action"): the distance credit of
+    :func:`ccpo_distance_weight` at ``d = ||c_hat - c||_2`` (eq. 12: Euclidean distance between
+    the normalised predicted point and the normalised **annotated point**), times "the other
+    arguments match" (a select's option text, a scroll's direction). 1 for ``d <= tau_min``,
+    ``w_min`` for ``d >= tau_max``, linear in between; ``tau_min = 0.04`` (App. A.2.1: the value
+    of every main-paper experiment; 0.1 was the alternative tried on AC and AITW);
+  - every other action (eq. 13): 1 when type and every argument are equal (exact match after
+    lower-casing and collapsing spaces), else 0. A scroll without an annotated point is scored
+    by its direction here.
+
+Values the paper does not give (``docs/fidelity/ccpo.md``, "Values the paper does not give"):
+``alpha, beta, gamma``, ``tau_max`` and ``w_min``. They come from the released code
+(``CCPO/verl/utils/reward_score/gui_traj_rewarrd.py``: score ``0.1 * format + 0.9 * action``,
+``MAX_TOLERANCE_DISTANCE_THRESHOLD = 0.5``, ``MIN_WEIGHT = 0.5``). That score equals the linear
+form with ``alpha = 0.19, beta = 0.36, gamma = 0.45`` and a credit curve that falls from 1 to 0
+at ``tau_max`` (the code's ``MIN_WEIGHT = 0.5`` folded into ``beta``): type wrong ->
+``0.1 + 0.9 * 0.1 = 0.19``; type right, far -> ``0.1 + 0.9 * 0.5 = 0.55 = 0.19 + 0.36``;
+correct -> 1. :meth:`CCPOConfig.from_code_constants` builds those weights from the code's
+constants and :func:`ccpo_code_score` transcribes the code, so the tests can prove the identity.
+
+The released code as a named variant, :meth:`CCPOConfig.code` (``variant="code"`` in the ``ccpo``
+config section): ``tau_min = 0.1`` (``TOLERANCE_DISTANCE_THRESHOLD``), the distance to the
+nearest of the gt point, gt box and candidate boxes (0 inside a box), non-coordinate text by
+containment, format = the output parsed, scroll scored by direction only (matching rule set
+``"ccpo_reward_code"``). The code's HARMFUL/NEUTRAL annotation overrides are not modelled (no
+such labels here).
+
+``distance_credit=False`` is CCPO "w/o CR" (Table 17, the ablation of Table 5): ``r_acc`` of a
+coordinate action is binary, 1 within ``tau_min`` else 0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
 
-from guirl.actions.types import COORDINATE_TYPES, Action, ParseResult
+from guirl.actions.types import COORDINATE_TYPES, Action, ActionType, ParseResult
 from guirl.matching import arguments_match, get_rules
 from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result, match_gt
 
-__all__ = ["CCPOConfig", "ccpo_distance_weight", "ccpo_content", "ccpo_reward", "ccpo_code_score"]
+__all__ = [
+    "CCPOConfig",
+    "VARIANTS",
+    "is_coordinate_gt",
+    "format_ok",
+    "ccpo_distance_weight",
+    "ccpo_content",
+    "ccpo_reward",
+    "ccpo_match",
+    "ccpo_code_score",
+]
+
+#: Reward variants: the paper's (default) and the released code's (:meth:`CCPOConfig.code`).
+VARIANTS: tuple[str, ...] = ("paper", "code")
+
+_ACTION_ENVELOPE = re.compile(r"<action>(.*?)</action>", re.DOTALL)
 
 
 @dataclass(frozen=True)
 class CCPOConfig:
-    """Hyper-parameters of the CCPO reward (defaults reproduce the released code, see module doc).
+    """Hyper-parameters of the CCPO reward (module doc; defaults are the paper's, eq. 11-13, A.2.1).
 
-    ``alpha, beta, gamma``: weights of format, type and content. ``tau_min, tau_max`` normalised
-    distances; the content curve is 1 up to ``tau_min``, linear to ``w_min`` at ``tau_max`` and
-    ``w_beyond`` after it. ``rules``: the matching rule set (:data:`guirl.matching.RULES`) that
-    measures the distance and compares the other arguments.
+    ``alpha, beta, gamma``: weights of format, type and accuracy (eq. 11). ``tau_min, tau_max``:
+    normalised distances of the credit curve; ``w_min`` the credit at ``tau_max``, ``w_beyond``
+    after it. ``rules``: the matching rule set (:data:`guirl.matching.RULES`) that measures the
+    distance and compares the other arguments. ``format_rule``: ``"envelope"`` (paper) or
+    ``"parsed"`` (code). ``scroll_is_coordinate``: a scroll with an annotated point is scored by
+    the distance of its start point (paper, Sec. 3.3) instead of its direction only (code).
+    ``distance_credit``: ``False`` is "w/o CR" (binary accuracy within ``tau_min``).
     """
 
-    alpha: float = 0.19
+    alpha: float = 0.19  # not in the paper: released code 0.1*format + 0.9*action (module doc)
     beta: float = 0.36
     gamma: float = 0.45
-    tau_min: float = 0.1  # CCPO code TOLERANCE_DISTANCE_THRESHOLD
-    tau_max: float = 0.5  # CCPO code MAX_TOLERANCE_DISTANCE_THRESHOLD
-    w_min: float = 0.0  # content at tau_max; the code's MIN_WEIGHT=0.5 is folded into beta (module doc)
+    tau_min: float = 0.04  # CCPO App. A.2.1 (every main-paper experiment)
+    tau_max: float = 0.5  # not in the paper: released code MAX_TOLERANCE_DISTANCE_THRESHOLD
+    w_min: float = 0.0  # the code's MIN_WEIGHT = 0.5 folded into beta (module doc)
     w_beyond: float = 0.0
     rules: str = "ccpo_reward"  # guirl.matching.RULES; = METHOD.reward_rules
+    format_rule: Literal["envelope", "parsed"] = "envelope"
+    scroll_is_coordinate: bool = True
+    distance_credit: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tau_min <= self.tau_max:
@@ -69,6 +105,26 @@ class CCPOConfig:
                 raise ValueError(f"{k} must be in [0, 1], got {v}")
         if min(self.alpha, self.beta, self.gamma) < 0:
             raise ValueError("alpha, beta, gamma must be >= 0")
+        if self.format_rule not in ("envelope", "parsed"):
+            raise ValueError(f"format_rule must be 'envelope' or 'parsed', got {self.format_rule!r}")
+        get_rules(self.rules)  # an unknown rule set fails here, naming the registered ones
+
+    @classmethod
+    def code(cls) -> CCPOConfig:
+        """The released code's reward (module doc): tau_min 0.1, nearest-target distance,
+        containment, format = parsed, scroll by direction."""
+        return replace(
+            cls.from_code_constants(), rules="ccpo_reward_code", format_rule="parsed", scroll_is_coordinate=False
+        )
+
+    @classmethod
+    def variant(cls, name: str) -> CCPOConfig:
+        """``"paper"`` (the defaults) or ``"code"`` (:meth:`code`)."""
+        if name == "paper":
+            return cls()
+        if name == "code":
+            return cls.code()
+        raise ValueError(f"unknown CCPO reward variant {name!r}; expected one of {VARIANTS}")
 
     @classmethod
     def from_code_constants(
@@ -101,12 +157,42 @@ class CCPOConfig:
         return self.alpha + self.beta + self.gamma
 
 
+def is_coordinate_gt(gt: Action, cfg: CCPOConfig = CCPOConfig()) -> bool:
+    """Whether the annotated action is scored by distance (A_wc, CCPO Sec. 3.3): click, long
+    press, select, hover; a scroll with an annotated start point when ``cfg.scroll_is_coordinate``."""
+    if gt.type in COORDINATE_TYPES:
+        return True
+    return cfg.scroll_is_coordinate and gt.type is ActionType.SCROLL and gt.point is not None
+
+
+def format_ok(pred: ParseResult | Action | None, cfg: CCPOConfig = CCPOConfig()) -> bool:
+    """``r_format`` (module doc): a parsed action always passes; otherwise, under
+    ``format_rule="envelope"``, the raw output passes when its ``<action>`` body is a JSON object."""
+    pr = as_parse_result(pred)
+    if pr.ok:
+        return True
+    if cfg.format_rule == "parsed" or not pr.raw:
+        return False
+    m = _ACTION_ENVELOPE.search(pr.raw)
+    if m is None:
+        return False
+    body = m.group(1).strip()
+    if body.startswith("```"):
+        body = re.sub(r"^```(?:json)?\s*|\s*```$", "", body)
+    try:
+        return isinstance(json.loads(body), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def ccpo_distance_weight(d: float, cfg: CCPOConfig = CCPOConfig()) -> float:
-    """Content credit of a click at normalised distance ``d`` from its target (CCPO Sec. 3, code
-    ``_linear_weight_from_distance``): 1 for ``d <= tau_min``, linear to ``w_min`` at ``tau_max``,
-    ``w_beyond`` for ``d > tau_max``."""
+    """Accuracy credit of a point at normalised distance ``d`` from its target (CCPO Sec. 3.4,
+    the piecewise ``r_acc``): 1 for ``d <= tau_min``, linear to ``w_min`` at ``tau_max``,
+    ``w_beyond`` for ``d > tau_max``. With ``distance_credit=False``: 1 within ``tau_min``, else 0."""
     if d <= cfg.tau_min:
         return 1.0
+    if not cfg.distance_credit:
+        return 0.0
     if d > cfg.tau_max:
         return cfg.w_beyond
     span = cfg.tau_max - cfg.tau_min
@@ -115,35 +201,55 @@ def ccpo_distance_weight(d: float, cfg: CCPOConfig = CCPOConfig()) -> float:
     return 1.0 - (d - cfg.tau_min) / span * (1.0 - cfg.w_min)
 
 
-def ccpo_content(pred: Action, gt: GroundTruth, cfg: CCPOConfig = CCPOConfig()) -> float:
-    """Content credit in ``[0, 1]`` for a prediction whose type already matches: the distance
-    credit times "the other arguments match" for coordinate actions, else "the arguments match"."""
+def _content(pred: Action, gt: GroundTruth, cfg: CCPOConfig) -> tuple[float, float | None]:
     m = match_gt(pred, gt, cfg.rules)
     args_ok, _ = arguments_match(pred, gt.action, get_rules(cfg.rules))
-    if gt.action.type in COORDINATE_TYPES:
+    if is_coordinate_gt(gt.action, cfg):
         if m.distance is None:
-            return 0.0
-        return ccpo_distance_weight(m.distance, cfg) * float(args_ok)  # select: the option text too
-    return float(args_ok)
+            return 0.0, None
+        return ccpo_distance_weight(m.distance, cfg) * float(args_ok), m.distance
+    return float(args_ok), m.distance
+
+
+def ccpo_content(pred: Action, gt: GroundTruth, cfg: CCPOConfig = CCPOConfig()) -> float:
+    """``r_acc`` in ``[0, 1]`` for a prediction whose type already matches (module doc)."""
+    return _content(pred, gt, cfg)[0]
 
 
 def ccpo_reward(pred: ParseResult | Action | None, gt: GroundTruth, *, cfg: CCPOConfig = CCPOConfig()) -> RewardResult:
-    """CCPO step reward ``alpha*format + beta*type + gamma*content``; range ``[0, alpha+beta+gamma]``.
+    """CCPO step reward ``alpha*format + beta*type + gamma*accuracy``; range ``[0, alpha+beta+gamma]``.
 
-    format = 1 when the output parsed; type = 1 when the action type matches; content (gated by
-    type) from :func:`ccpo_content`.
+    Components: ``format``, ``type``, ``content`` (``r_acc``) and, when the prediction and the
+    target both have a point, ``distance`` (normalised, eq. 12; the x axis of CCPO Fig. 6).
     """
     pr = as_parse_result(pred)
-    fmt = 1.0 if pr.ok else 0.0
+    fmt = 1.0 if format_ok(pr, cfg) else 0.0
     typ = 0.0
     content = 0.0
+    dist: float | None = None
     if pr.ok:
         assert pr.action is not None
         if match_gt(pr.action, gt, cfg.rules).type_match:
             typ = 1.0
-            content = ccpo_content(pr.action, gt, cfg)
+            content, dist = _content(pr.action, gt, cfg)
     total = cfg.alpha * fmt + cfg.beta * typ + cfg.gamma * content
-    return RewardResult(total, {"format": fmt, "type": typ, "content": content})
+    comps = {"format": fmt, "type": typ, "content": content}
+    if dist is not None and math.isfinite(dist):
+        comps["distance"] = dist
+    return RewardResult(total, comps)
+
+
+def ccpo_match(pred: ParseResult | Action | None, gt: GroundTruth, cfg: CCPOConfig = CCPOConfig()) -> bool:
+    """Whether a step "matched" for the semi-online patch module and the step returns: the action
+    parsed, its type matches and ``r_acc == 1`` (within ``tau_min`` for a coordinate action, an
+    exact match otherwise)."""
+    pr = as_parse_result(pred)
+    if not pr.ok:
+        return False
+    assert pr.action is not None
+    if not match_gt(pr.action, gt, cfg.rules).type_match:
+        return False
+    return _content(pr.action, gt, cfg)[0] >= 1.0
 
 
 def ccpo_code_score(
@@ -155,7 +261,7 @@ def ccpo_code_score(
     min_weight: float = 0.5,
     tau_min: float = 0.1,
     tau_max: float = 0.5,
-    rules: str = "ccpo_reward",
+    rules: str = "ccpo_reward_code",
 ) -> float:
     """Transcription of the released code's score ``0.1*format + 0.9*action`` (reference only).
 

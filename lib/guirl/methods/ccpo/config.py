@@ -1,0 +1,56 @@
+"""The ``ccpo`` config section: CASC and the distance-based reward (CCPO Secs. 3.2-3.4, App. A.2.1,
+A.4). The semi-online settings CCPO shares with SO-RL (discount, patch threshold, advantage
+weight, Table 8) are the ``semi_online`` section (:class:`guirl.rl.semi_online.SemiOnlineConfig`),
+the number of rollouts N is ``rl.group_size`` (8, CCPO App. A.5) and the DAPO threshold
+``rl.dapo_std_threshold``: one source for each value.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from guirl.configbase import Section
+from guirl.methods.ccpo.casc import DEFAULT_MARGIN_PX, DEFAULT_MIN_SIZE_PX
+from guirl.methods.ccpo.reward import CCPOConfig
+
+__all__ = ["CCPOSection", "reward_config"]
+
+
+class CCPOSection(Section):
+    """CCPO's own settings (module doc).
+
+    ``compress``: ``max`` (MAX-COMPRESS, the main results), ``min`` (MIN-COMPRESS, App. A.4) or
+    ``none`` (full history screenshots: CCPO's loop without CASC). ``reward_variant``: ``paper``
+    (eqs. 11-13) or ``code`` (the released reward, :meth:`CCPOConfig.code`). ``tau_min``: the
+    full-credit radius (``null``: the variant's, 0.04 for the paper, App. A.2.1; 0.1 is the
+    alternative the paper tried on AC and AITW). ``distance_credit``: ``false`` is "w/o CR"
+    (Tables 5 and 17). ``margin_px`` / ``min_size_px``: ROI padding and smallest side in
+    model-view pixels (not in the paper). ``include_candidates``: the annotated candidate boxes'
+    corners join the aggregated coordinates. ``coordinate_steps``: which history steps are
+    cropped: ``gt`` (the annotated action is a coordinate action, the paper) or ``any`` (any
+    source has a point, the released code). ``scroll_is_coordinate``: scroll is a coordinate
+    action (Sec. 3.3) for CASC and the reward.
+    """
+
+    compress: Literal["max", "min", "none"] = "max"  # CCPO App. A.4: MAX-COMPRESS in the main paper
+    reward_variant: Literal["paper", "code"] = "paper"  # CCPO eqs. 11-13; "code": released reward
+    tau_min: float | None = Field(default=None, ge=0)  # None: the variant's (paper: 0.04, CCPO App. A.2.1)
+    distance_credit: bool = True  # CCPO Sec. 3.4 Coordinate-Aware Reward; false: "w/o CR" (Tables 5, 17)
+    margin_px: int = Field(default=DEFAULT_MARGIN_PX, ge=0)  # not in the paper: released code coords_to_bbox
+    min_size_px: int = Field(default=DEFAULT_MIN_SIZE_PX, ge=28)  # not in the paper: 2 visual tokens per side
+    include_candidates: bool = True  # CCPO Sec. 3.3 Action Tracking: bounding boxes "if present"
+    coordinate_steps: Literal["gt", "any"] = "gt"  # CCPO Sec. 3.3 / App. A.4; "any": released code
+    scroll_is_coordinate: bool = True  # CCPO Sec. 3.3: "we treat scroll as a coordinate action"
+
+
+def reward_config(section: CCPOSection) -> CCPOConfig:
+    """The :class:`CCPOConfig` of a ``ccpo`` section (variant, then ``tau_min``, ``distance_credit``
+    and ``scroll_is_coordinate`` on top)."""
+    from dataclasses import replace
+
+    base = CCPOConfig.variant(section.reward_variant)
+    tau_min = base.tau_min if section.tau_min is None else float(section.tau_min)
+    scroll = section.scroll_is_coordinate if section.reward_variant == "paper" else base.scroll_is_coordinate
+    return replace(base, tau_min=tau_min, distance_credit=section.distance_credit, scroll_is_coordinate=scroll)
