@@ -449,7 +449,7 @@ def test_rewarded_action_probability_rises_with_the_so_rl_hooks(tiny_model, tmp_
             "rl.beta=0",
             "rl.micro_batch_size=16",
             "rl.save_steps=1000",
-            "rl.max_steps=4",
+            "rl.max_steps=6",
             "model.min_pixels=3136",
             "model.max_pixels=141120",
         ],
@@ -464,7 +464,58 @@ def test_rewarded_action_probability_rises_with_the_so_rl_hooks(tiny_model, tmp_
     result = train_rl(cfg, hooks, base_model=tiny_model, output_dir=out, make_policy=make_policy, progress=False)
     after = _p_even(Path(result["final"]), prompt0)
     assert abs(before - 0.5) < 0.02  # random init: even and odd ids about equally likely
+    print(f"p(even) {before:.3f} -> {after:.3f}")
     assert direction * (after - before) > 0.15
     rows = read_log(out / LOG_FILE)
     # 8 trajectories x 2 steps a step; the metrics hook's fields are logged
     assert all(r["n_generated"] == 16 and r["history_pairs"] == 0.5 for r in rows)
+
+
+def test_engine_keeps_the_top_groups_by_dapo_std_across_draws(tmp_path):
+    """The engine's collect loop with the SO-RL DAPO hooks and a scripted policy: constant groups
+    are dropped, more tasks drawn, and when a draw overfills the batch the groups with the largest
+    step-0 return spread are kept (``select``), not the first ones."""
+    from accelerate import Accelerator
+
+    from guirl.train.rl import RLHooks, _Engine
+
+    ep = make_episode(tmp_path, _actions()[:1])  # one step per trajectory
+    spec = PromptSpec("ccpo", 1, "nAO")
+    tasks = [EpisodeTask(ep, spec, str(tmp_path)) for _ in range(4)]
+    # task k's two trajectories earn (1, 1 - spread[k]): spreads 0 (dropped), 0.5, 0.9, 0.3
+    spread = [0.0, 0.5, 0.9, 0.3]
+    calls = iter(range(100))
+
+    def rollout(policy, batch, args):
+        out = []
+        for g, _ in enumerate(batch):
+            k = next(calls)
+            for r in range(args.group_size):
+                out.append(Sample(([], []), (1,), "", g, {"k": k}, {"rollout": r, "step": 0, "matched": False}))
+        return out
+
+    def reward(samples):
+        return [RewardResult(1.0 - spread[s.row["k"]] * s.info["rollout"]) for s in samples]
+
+    so = SemiOnlineConfig(gamma=0.5)
+    keep, select = trajectory_dapo_hooks(so, 0.1)
+    hooks = RLHooks(
+        tasks=TaskStream(tasks, shuffle=False),
+        rollout=rollout,
+        reward=reward,
+        advantage=semi_online_advantage_hook(so),
+        keep=keep,
+        select=select,
+    )
+    cfg = load_config("tiny", overrides=["rl.prompts_per_step=2", "rl.group_size=2", "rl.max_draws=3"])
+
+    class Dummy:
+        def eval(self):
+            return self
+
+    engine = _Engine(cfg, hooks, None, Dummy(), None, Accelerator(cpu=True))
+    kept, generated, info = engine.collect(object(), step=1)
+    # draw 1: tasks 0 (dropped), 1 (kept); draw 2: tasks 2, 3 -> three groups for two places:
+    # the spreads 0.9 and 0.5 stay (stds 0.45 and 0.25), 0.3 goes
+    assert info["draws"] == 2 and len(generated) == 8
+    assert sorted({s.row["k"] for s in kept}) == [1, 2]

@@ -280,9 +280,10 @@ def step_roi(
     min_size: float | tuple[float, float] = DEFAULT_MIN_SIZE_PX,
     grid: int = DEFAULT_GRID_PX,
     include_rollouts: bool = True,
+    include_candidates: bool = True,
 ) -> BoxPx | None:
     """ROI (px of ``record.image``) of one step, or ``None`` when it tracks no point."""
-    pts = tracked_points(record, include_rollouts=include_rollouts)
+    pts = tracked_points(record, include_rollouts=include_rollouts, include_candidates=include_candidates)
     return roi_from_points(points_norm_to_px(pts, record.image.size), record.image.size, margin, min_size, grid)
 
 
@@ -296,6 +297,7 @@ def compress_history(
     include_rollouts: bool = True,
     scroll_is_coordinate: bool = True,
     coordinate_steps: CoordinateSteps = "gt",
+    include_candidates: bool = True,
 ) -> list[CompressedObs]:
     """Compress the screenshots of past ``steps`` (CCPO sec. 3.3; MAX/MIN-COMPRESS, App. A.4).
 
@@ -322,7 +324,7 @@ def compress_history(
         if coordinate_steps == "any" and not coord:
             coord = any(action_points(a) for a in rec.rollout_actions) if include_rollouts else False
         if coord:
-            roi = step_roi(rec, margin, min_size, grid, include_rollouts)
+            roi = step_roi(rec, margin, min_size, grid, include_rollouts, include_candidates)
             if roi is None:  # a coordinate step with no point (direction-only scroll): kept full
                 out.append(CompressedObs(i, "full", rec.image))
             else:

@@ -114,6 +114,7 @@ def aggregate_roi(
         grid=grid,
         scroll_is_coordinate=scroll_is_coordinate,
         coordinate_steps=coordinate_steps,
+        include_candidates=include_candidates,
     )
     return obs, pts
 

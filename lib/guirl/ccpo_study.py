@@ -1,0 +1,390 @@
+"""Notebook 02's library: SO-RL vs CCPO from the High-level SFT checkpoints (CCPO Tables 2, 4, 5, 10,
+11, Figures 6 and 9, the ROI sample screens), so each notebook cell is a few lines.
+
+* :func:`rl_stage_config` / :func:`run_rl_stage` / :func:`run_rl_grid`: one RL stage per
+  (method, history setting) on top of the SFT result of that history setting, through
+  :func:`guirl.train.launch.run_stage` and the one RL engine (``rl.method`` = ``semi_online`` or
+  ``ccpo``, the method's own reward, ``rl.histories = [history]``: one model per setting, as
+  CCPO reports CCPO-3B-1AO and -3AO separately).
+* :func:`rl_log` / :func:`rl_curves`: the per-step logs (reward and its components, KL, prompt
+  tokens, compression rate, step seconds) as data frames (reward / KL curves, Figure 9).
+* :func:`table4`: CCPO Table 4 measured side by side: mean prompt tokens per training sample,
+  compression rate (``1 - CCPO tokens / SO-RL tokens`` at the same history setting, Table 4's
+  definition, and the compression of CCPO's cropped history against the same prompts
+  uncompressed), seconds per RL step, the speedup SO-RL / CCPO, the ratio of prompt tokens and
+  the speedup a cost model fitted to the measured step times predicts (:func:`fit_cost_model`:
+  seconds per generated sample linear + quadratic in the prompt length; attention is what can
+  make the step-time ratio exceed the token ratio at long prompts).
+* :func:`reward_curve`: the distance reward of CCPO Figure 6 for a config.
+* :func:`roi_samples` / :func:`plot_rois`: progressive rollouts of a policy on a few training
+  episodes and the history screenshots with the aggregated ROIs drawn on them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from guirl.config import Config
+
+__all__ = [
+    "RL_METHODS",
+    "LABELS",
+    "rl_stage_config",
+    "stage_name",
+    "run_rl_stage",
+    "run_rl_grid",
+    "rl_log",
+    "rl_curves",
+    "CostModel",
+    "fit_cost_model",
+    "table4",
+    "reward_curve",
+    "roi_samples",
+    "plot_rois",
+]
+
+#: The two RL methods notebook 02 compares, in table order.
+RL_METHODS: tuple[str, ...] = ("semi_online", "ccpo")
+#: Row labels as the paper prints them.
+LABELS: dict[str, str] = {"semi_online": "SO-RL", "ccpo": "CCPO"}
+
+
+def _with(cfg: Config, updates: Mapping[str, Any]) -> Config:
+    """``cfg`` with dotted keys replaced (validated like a yaml file; sections created when absent)."""
+    data = cfg.to_dict()
+    for key, value in updates.items():
+        parts = key.split(".")
+        node = data
+        for p in parts[:-1]:
+            if node.get(p) is None:
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = value
+    return type(cfg).model_validate(data)
+
+
+def rl_stage_config(cfg: Config, method: str, history: str, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The config of one RL stage: ``rl.method = method``, ``rl.reward = null`` (the method's own
+    reward: UI-S1's for ``semi_online``, the ``ccpo`` section's for ``ccpo``), ``rl.histories =
+    [history]``, then ``overrides`` (dotted keys, e.g. ``{"ccpo.compress": "min"}`` for Table 10
+    or ``{"rl.group_size": 4}`` for Table 11)."""
+    if method not in ("grpo", *RL_METHODS):
+        from guirl.config import registry_names
+
+        if method not in registry_names("rl_method"):
+            raise ValueError(f"unknown RL method {method!r}; known: {', '.join(registry_names('rl_method'))}")
+    updates: dict[str, Any] = {"rl.method": method, "rl.reward": None, "rl.histories": [history]}
+    updates.update(overrides or {})
+    return _with(cfg, updates)
+
+
+def stage_name(method: str, history: str, tag: str = "") -> str:
+    """Folder / stage label of an RL stage, e.g. ``ccpo_3AO`` or ``ccpo_3AO_min``."""
+    return f"{method}_{history}" + (f"_{tag}" if tag else "")
+
+
+def _base_model(sft: Mapping[str, Any] | str | Path) -> Path:
+    """The model folder of an SFT result (``result.json`` content or a folder)."""
+    if isinstance(sft, Mapping):
+        return Path(sft["final"])
+    return Path(sft)
+
+
+def run_rl_stage(
+    cfg: Config,
+    method: str,
+    history: str,
+    *,
+    sft: Mapping[str, Any] | str | Path,
+    data_dir: Path,
+    run_dir: Path,
+    overrides: Mapping[str, Any] | None = None,
+    tag: str = "",
+    echo: bool = True,
+) -> dict[str, Any]:
+    """Train (or resume, or reuse) one RL stage from the SFT result ``sft`` of the same history
+    setting (CCPO A.1.2: RL continues from the SFT model) under ``run_dir/<stage_name>``; returns
+    its ``result.json`` (with the ``log`` path)."""
+    from guirl.train.launch import run_stage
+    from guirl.train.rl import RL_ENTRY
+
+    stage_cfg = rl_stage_config(cfg, method, history, overrides)
+    name = stage_name(method, history, tag)
+    return run_stage(
+        stage_cfg,
+        name,
+        data_dir=data_dir,
+        base_model=_base_model(sft),
+        output_dir=Path(run_dir) / name,
+        entry=RL_ENTRY,
+        echo=echo,
+    )
+
+
+def run_rl_grid(
+    cfg: Config,
+    sft: Mapping[str, Mapping[str, Any] | str | Path],
+    *,
+    data_dir: Path,
+    run_dir: Path,
+    methods: Sequence[str] = RL_METHODS,
+    histories: Sequence[str] | None = None,
+    echo: bool = True,
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """:func:`run_rl_stage` for every method x history setting (``histories``: the keys of ``sft``,
+    one SFT result per setting); ``{(method, history): result}``."""
+    histories = list(histories or sft)
+    missing = [h for h in histories if h not in sft]
+    if missing:
+        raise KeyError(f"no SFT result for history setting(s) {missing}; have {sorted(sft)}")
+    return {
+        (m, h): run_rl_stage(cfg, m, h, sft=sft[h], data_dir=data_dir, run_dir=run_dir, echo=echo)
+        for h in histories
+        for m in methods
+    }
+
+
+def rl_log(result: Mapping[str, Any] | str | Path) -> pd.DataFrame:
+    """The per-step log of an RL stage (its ``result.json`` content, the stage folder or the log
+    file) as a data frame, one row per step (``guirl.train.rl.LOG_FIELDS`` plus the method's)."""
+    from guirl.train.rl import LOG_FILE, read_log
+
+    if isinstance(result, Mapping):
+        path = Path(result["log"])
+    else:
+        path = Path(result)
+        if path.is_dir():
+            path = path / LOG_FILE
+    return pd.DataFrame(read_log(path))
+
+
+def rl_curves(
+    results: Mapping[tuple[str, str], Mapping[str, Any]], columns: Sequence[str] = ("reward", "kl")
+) -> pd.DataFrame:
+    """Long table ``method, history, step, <column>`` of several stages (reward / KL curves;
+    ``prompt_tokens`` for CCPO Figure 9)."""
+    frames = []
+    for (method, history), res in results.items():
+        df = rl_log(res)
+        keep = [c for c in columns if c in df]
+        part = df[["step", *keep]].copy()
+        part.insert(0, "history", history)
+        part.insert(0, "method", LABELS.get(method, method))
+        frames.append(part)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["method", "history", "step"])
+
+
+# ----------------------------------------------------------------------------- Table 4
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds per generated sample of an RL step as ``a + b * L + c * L**2`` of the mean prompt
+    length ``L`` (tokens): a fixed cost, a cost linear in the tokens (MLP, projections, the
+    vision tower) and a quadratic one (attention). ``n_points``: the steps it was fitted on."""
+
+    a: float
+    b: float
+    c: float
+    n_points: int
+
+    def seconds_per_sample(self, prompt_tokens: float) -> float:
+        return self.a + self.b * prompt_tokens + self.c * prompt_tokens**2
+
+
+def _usable_steps(df: pd.DataFrame, skip_first: int) -> pd.DataFrame:
+    ok = df[(df["step"] > skip_first) & ~df["skipped"].astype(bool)]
+    return ok[ok["prompt_tokens"].notna() & ok["step_seconds"].notna() & (ok["n_generated"] > 0)]
+
+
+def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1) -> CostModel:
+    """Least-squares :class:`CostModel` over the steps of several runs (each step: its
+    ``step_seconds / n_generated`` against its mean ``prompt_tokens``); steps ``<= skip_first``
+    (warm-up) and skipped steps are left out. Needs at least 3 steps with distinct lengths."""
+    pts = [_usable_steps(df, skip_first) for df in logs]
+    data = pd.concat(pts, ignore_index=True) if pts else pd.DataFrame()
+    if len(data) < 3 or data["prompt_tokens"].nunique() < 3:
+        raise ValueError(
+            f"fit_cost_model needs steps at 3 or more distinct prompt lengths, got {len(data)} steps "
+            f"with {0 if data.empty else data['prompt_tokens'].nunique()} lengths; run more RL steps"
+        )
+    L = data["prompt_tokens"].to_numpy(float)
+    y = (data["step_seconds"] / data["n_generated"]).to_numpy(float)
+    scale = float(L.max())
+    X = np.stack([np.ones_like(L), L / scale, (L / scale) ** 2], axis=1)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    return CostModel(float(coef[0]), float(coef[1]) / scale, float(coef[2]) / scale**2, len(data))
+
+
+def _run_stats(df: pd.DataFrame, skip_first: int) -> dict[str, float]:
+    steps = _usable_steps(df, skip_first)
+    if steps.empty:
+        raise ValueError(f"no usable RL step after step {skip_first} (every step skipped or missing)")
+    w = steps["n_kept"].astype(float)
+    tokens = float((steps["prompt_tokens"] * w).sum() / w.sum())
+    full = math.nan
+    if "prompt_tokens_full" in steps and steps["prompt_tokens_full"].notna().all():
+        full = float((steps["prompt_tokens_full"] * w).sum() / w.sum())
+    return {
+        "tokens": tokens,
+        "tokens_full": full,
+        "seconds": float(steps["step_seconds"].mean()),
+        "generated": float(steps["n_generated"].mean()),
+        "steps": float(len(steps)),
+    }
+
+
+def table4(
+    logs: Mapping[tuple[str, str], pd.DataFrame | Mapping[str, Any] | str | Path],
+    *,
+    baseline: str = "semi_online",
+    skip_first: int = 1,
+    cost_model: CostModel | None = None,
+) -> pd.DataFrame:
+    """CCPO Table 4 layout from RL logs measured side by side (same model, same data, same
+    machine): one row per (method, history setting).
+
+    Columns: ``Token Length`` (mean prompt tokens per trained sample, text + image), ``Compression
+    Rate (%)`` (``1 - tokens / baseline tokens`` at the same history setting, Table 4's
+    definition; 0 for the baseline), ``History Compression (%)`` (the method's prompts against the
+    same prompts with full history screenshots), ``s/step`` (mean seconds per RL step),
+    ``Speedup`` (baseline s/step / s/step), ``Token Ratio`` (baseline tokens / tokens) and
+    ``Cost-model Speedup`` (the speedup :func:`fit_cost_model`, fitted on all the given runs
+    unless ``cost_model`` is passed, predicts from the two mean lengths and samples per step).
+    Steps ``<= skip_first`` (warm-up) are left out. ``logs`` values: data frames, stage results or
+    log paths.
+    """
+    frames = {k: (v if isinstance(v, pd.DataFrame) else rl_log(v)) for k, v in logs.items()}
+    stats = {k: _run_stats(df, skip_first) for k, df in frames.items()}
+    model = cost_model or fit_cost_model(frames.values(), skip_first=skip_first)
+    rows = []
+    for (method, history), st in stats.items():
+        base = stats.get((baseline, history))
+        if base is None:
+            raise KeyError(f"no {baseline} run for history {history}: Table 4 compares against it at the same setting")
+        predicted = (base["generated"] * model.seconds_per_sample(base["tokens"])) / (
+            st["generated"] * model.seconds_per_sample(st["tokens"])
+        )
+        rows.append(
+            {
+                "Model": LABELS.get(method, method),
+                "History Length": history,
+                "Token Length": st["tokens"],
+                "Compression Rate (%)": 100.0 * (1.0 - st["tokens"] / base["tokens"]),
+                "History Compression (%)": 100.0 * (1.0 - st["tokens"] / st["tokens_full"])
+                if math.isfinite(st["tokens_full"])
+                else math.nan,
+                "s/step": st["seconds"],
+                "Speedup": base["seconds"] / st["seconds"],
+                "Token Ratio": base["tokens"] / st["tokens"],
+                "Cost-model Speedup": predicted,
+                "steps": int(st["steps"]),
+            }
+        )
+    order = {m: i for i, m in enumerate(LABELS.values())}
+    out = pd.DataFrame(rows)
+    return out.sort_values(
+        ["Model", "History Length"], key=lambda s: s.map(order) if s.name == "Model" else s
+    ).reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- Figure 6
+def reward_curve(cfg: Config, distances: Sequence[float] | None = None) -> pd.DataFrame:
+    """CCPO Figure 6: the accuracy credit ``r_acc`` of a coordinate action and the step reward of
+    a well-formed action of the right type, against the normalised distance to the target, for the
+    ``ccpo`` section of ``cfg`` (its defaults when absent)."""
+    from guirl.methods.ccpo.config import reward_config
+    from guirl.methods.ccpo.reward import ccpo_distance_weight
+    from guirl.methods.ccpo.rl import ccpo_section
+
+    rc = reward_config(ccpo_section(cfg))
+    ds = list(distances) if distances is not None else list(np.linspace(0.0, 0.8, 161))
+    acc = [ccpo_distance_weight(float(d), rc) for d in ds]
+    return pd.DataFrame({"distance": ds, "r_acc": acc, "reward": [rc.alpha + rc.beta + rc.gamma * a for a in acc]})
+
+
+# ----------------------------------------------------------------------------- ROI sample screens
+def roi_samples(
+    cfg: Config,
+    model: Mapping[str, Any] | str | Path,
+    data_dir: str | Path,
+    *,
+    history: str = "3AO",
+    n_episodes: int = 2,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[Any]:
+    """Progressive CCPO rollouts (``rl.group_size`` trajectories each, sampled as in training) of
+    ``model`` (a stage result, e.g. an RL or SFT ``result.json``, or a full-model folder) on the
+    first ``n_episodes`` training episodes; returns the
+    :class:`guirl.methods.ccpo.progressive.ROIRecord` of every history screenshot CASC showed."""
+    from functools import partial
+
+    from guirl.data.splits import load_splits
+    from guirl.methods.ccpo.config import reward_config
+    from guirl.methods.ccpo.reward import ccpo_match
+    from guirl.methods.ccpo.rl import ccpo_history, ccpo_section
+    from guirl.models import load_model, load_processor, load_trained
+    from guirl.rl.multiturn import episode_tasks, semi_online_rollout
+    from guirl.rl.samples import RolloutArgs
+    from guirl.rl.semi_online import SemiOnlineConfig
+    from guirl.rollout import HFPolicy
+    from guirl.train.sft import prompt_spec
+
+    stage_cfg = rl_stage_config(cfg, "ccpo", history)
+    m, rl = stage_cfg.model, stage_cfg.rl
+    builder = ccpo_history(stage_cfg, keep_records=True)
+    if builder is None:
+        raise ValueError("ccpo.compress is 'none': there are no ROIs to show")
+    train = load_splits(data_dir)["train"]
+    tasks = episode_tasks(train.episodes[:n_episodes], [prompt_spec(stage_cfg, history)], image_root=train.image_root)
+    if isinstance(model, Mapping):
+        net, processor = load_trained(dict(model), min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    else:
+        net, processor = load_model(model), load_processor(model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    policy = HFPolicy(net, processor, max_new_tokens=rl.max_new_tokens, batch_size=rl.rollout_batch_size)
+    so = getattr(stage_cfg, "semi_online", None) or SemiOnlineConfig()
+    hook = semi_online_rollout(
+        partial(ccpo_match, cfg=reward_config(ccpo_section(stage_cfg))),
+        patch_threshold=so.patch_threshold,
+        min_pixels=m.min_pixels,
+        max_pixels=m.max_pixels,
+        history=builder,
+        progress=progress,
+    )
+    hook(policy, tasks, RolloutArgs(group_size=rl.group_size, temperature=rl.temperature, top_p=rl.top_p, seed=seed))
+    return list(builder.records)
+
+
+def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, max_pixels: int):
+    """The history screenshots of ``records`` (model views) with the aggregated points (dots) and
+    the ROI CASC cropped to (rectangle); a dropped screenshot (non-coordinate step under
+    MAX-COMPRESS) is shown greyed with its label. Returns a matplotlib figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from guirl.methods.ccpo.progressive import load_model_view
+
+    shown = list(records)[:max_screens]
+    if not shown:
+        raise ValueError("no ROI records to draw (did the rollouts reach a second step?)")
+    fig, axes = plt.subplots(1, len(shown), figsize=(2.6 * len(shown), 4.6), squeeze=False)
+    for ax, rec in zip(axes[0], shown):
+        view = load_model_view(rec.screenshot, min_pixels=min_pixels, max_pixels=max_pixels)
+        ax.imshow(view, alpha=0.35 if rec.kind == "dropped" else 1.0)
+        w, h = view.size
+        if rec.points:
+            xs, ys = zip(*[(x * w, y * h) for x, y in rec.points])
+            ax.scatter(xs, ys, s=14, c="red", zorder=3)
+        if rec.roi_px is not None:
+            x1, y1, x2, y2 = rec.roi_px
+            ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False, lw=2, ec="yellow", zorder=4))
+        ax.set_title(f"{rec.episode_id} step {rec.step}\n{rec.kind}", fontsize=8)
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
