@@ -326,6 +326,37 @@ def test_rl_stage_config():
         rl_stage_config(cfg, "ces", "1AO")
 
 
+def test_optimized_inference_history_in_offline_evaluation(tmp_path):
+    from guirl.ccpo_study import optimized_inference_history
+    from guirl.evaluation import evaluate_offline
+    from guirl.rollout import FunctionPolicy
+
+    cfg = load_config("tiny", overrides=["eval.histories=[3AO]"])
+    ep = make_episode(tmp_path)
+    hook = optimized_inference_history(cfg)
+    seen = []
+
+    def answer(prompt):
+        seen.append([im.size if isinstance(im, Image.Image) else im for im in prompt[1]])
+        return "<action>{}</action>"
+
+    evaluate_offline(
+        FunctionPolicy(answer),
+        [ep],
+        PromptSpec("ccpo", 3, "nAO"),
+        protocol="ccpo",
+        image_root=tmp_path,
+        **BUDGET,
+        model_name="x",
+        split="test",
+        history_builder=hook,
+    )
+    # step 2: the step-0 crop (56 x 56 around the click), step 1 (type) dropped, the current screen
+    assert seen[-1][0] == (56, 56) and len(seen[-1]) == 2
+    with pytest.raises(ValueError, match="compress"):
+        optimized_inference_history(load_config("tiny", overrides=["ccpo.compress=none"]))
+
+
 def test_plot_rois(tmp_path):
     from guirl.ccpo_study import plot_rois
 

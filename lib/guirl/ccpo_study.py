@@ -16,6 +16,8 @@
   seconds per generated sample linear + quadratic in the prompt length; attention is what can
   make the step-time ratio exceed the token ratio at long prompts).
 * :func:`reward_curve`: the distance reward of CCPO Figure 6 for a config.
+* :func:`optimized_inference_history`: CASC at test time (CCPO Table 13) as the
+  ``history_builder`` of :func:`guirl.evaluation.evaluate_offline` / ``evaluation_grid``.
 * :func:`roi_samples` / :func:`plot_rois`: progressive rollouts of a policy on a few training
   episodes and the history screenshots with the aggregated ROIs drawn on them.
 """
@@ -46,6 +48,7 @@ __all__ = [
     "fit_cost_model",
     "table4",
     "reward_curve",
+    "optimized_inference_history",
     "roi_samples",
     "plot_rois",
 ]
@@ -306,6 +309,31 @@ def reward_curve(cfg: Config, distances: Sequence[float] | None = None) -> pd.Da
     ds = list(distances) if distances is not None else list(np.linspace(0.0, 0.8, 161))
     acc = [ccpo_distance_weight(float(d), rc) for d in ds]
     return pd.DataFrame({"distance": ds, "r_acc": acc, "reward": [rc.alpha + rc.beta + rc.gamma * a for a in acc]})
+
+
+# ----------------------------------------------------------------------------- Table 13
+def optimized_inference_history(cfg: Config, *, records: list[Any] | None = None):
+    """CCPO's "optimized inference" (App. A.6.1, Table 13): a history hook for
+    :func:`guirl.evaluation.evaluate_offline` (``history_builder=``) that crops the history
+    screenshots around the points of the actions they show, with the ``ccpo`` section's
+    compression, margin and scroll rule and the model's pixel budget
+    (:func:`guirl.methods.ccpo.progressive.casc_inference_history`)."""
+    from guirl.methods.ccpo.progressive import casc_inference_history
+    from guirl.methods.ccpo.rl import ccpo_section
+
+    sec = ccpo_section(cfg)
+    if sec.compress == "none":
+        raise ValueError("ccpo.compress is 'none': optimized inference needs 'max' or 'min'")
+    return casc_inference_history(
+        min_pixels=cfg.model.min_pixels,
+        max_pixels=cfg.model.max_pixels,
+        policy=sec.compress,
+        margin=sec.margin_px,
+        min_size=sec.min_size_px,
+        scroll_is_coordinate=sec.scroll_is_coordinate,
+        n_history=max(int(h[0]) for h in cfg.eval.histories),
+        records=records,
+    )
 
 
 # ----------------------------------------------------------------------------- ROI sample screens
