@@ -480,12 +480,14 @@ def test_custom_protocol_object_accepted():
 
 
 def test_rule_set_scores_like_a_protocol():
-    # a bare rule set (here a reward's) can be scored with the metrics: CCPO's reward rules
-    # accept "milk" for "buy milk and eggs" (containment), the ccpo protocol does not (F1 0.5)
+    # a bare rule set (here a reward's) can be scored with the metrics: CCPO's released reward
+    # code accepts "milk" for "buy milk and eggs" (containment), the paper's reward (eq. 13,
+    # exact) and the ccpo protocol (set F1 0.4) do not
     gt, pred = typ("buy milk and eggs"), typ("milk")
-    assert score_step(pred, gt, RULES["ccpo_reward"]).exact
+    assert score_step(pred, gt, RULES["ccpo_reward_code"]).exact
+    assert not score_step(pred, gt, RULES["ccpo_reward"]).exact
     assert not score_step(pred, gt, "ccpo").exact
-    assert get_protocol(RULES["ccpo_reward"]).name == "ccpo_reward"
+    assert get_protocol(RULES["ccpo_reward_code"]).name == "ccpo_reward_code"
 
 
 from hypothesis import given, settings  # noqa: E402
