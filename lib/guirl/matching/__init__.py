@@ -2,9 +2,9 @@
 
 >>> from guirl.actions import Action
 >>> from guirl.matching import RULES, match_step
->>> m = match_step(Action("type", text="milk"), Action("type", text="buy milk and eggs"), RULES["ccpo_reward"])
->>> m.exact, match_step(Action("type", text="milk"), Action("type", text="buy milk and eggs"), RULES["ccpo"]).exact
-(True, False)
+>>> pred, gt = Action("type", text="milk"), Action("type", text="buy milk and eggs")
+>>> [match_step(pred, gt, RULES[r]).exact for r in ("ccpo_reward_code", "ccpo_reward", "ccpo_androidcontrol")]
+[True, False, False]
 
 * :mod:`.rules`: the frozen records (:class:`ClickRule`, :class:`TextRule`,
   :class:`ArgumentRule`, bundled in a :class:`RuleSet`);
