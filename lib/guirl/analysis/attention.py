@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from guirl.analysis.profiling import eager_attention
+from guirl.analysis.profiling import eager_attention, row_image_grids
 from guirl.rl.logprobs import FORWARD_KEYS
 
 __all__ = [
@@ -182,28 +182,9 @@ def attention_maps(
     weights = torch.stack(captured).mean(0)  # (Q, L): layers and heads averaged
     image_token_id = int(model.config.image_token_id)
     merge = int(model.config.vision_config.spatial_merge_size)
-    grids = _row_grids(batch, row, image_token_id, merge)
+    grids = row_image_grids(batch, image_token_id=image_token_id, merge=merge)[row]
     layout = image_token_layout(batch["input_ids"][row], grids, image_token_id=image_token_id, merge=merge)
     return maps_from_weights(weights, layout)
-
-
-def _row_grids(batch: Mapping[str, torch.Tensor], row: int, image_token_id: int, merge: int) -> torch.Tensor:
-    """Rows of ``image_grid_thw`` that belong to sequence ``row`` (images are in batch order)."""
-    grids = batch.get("image_grid_thw")
-    if grids is None:
-        return torch.zeros((0, 3), dtype=torch.long)
-    counts = (batch["input_ids"] == image_token_id).sum(1).tolist()
-    per_image = (grids[:, 0] * grids[:, 1] * grids[:, 2] // merge**2).tolist()
-    bounds = []
-    k = 0
-    for c in counts:
-        n, first = 0, k
-        while n < c and k < len(per_image):
-            n += per_image[k]
-            k += 1
-        bounds.append((first, k))
-    lo, hi = bounds[row]
-    return grids[lo:hi]
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ __all__ = [
     "StepProfile",
     "profile_step",
     "analytic_forward_flops",
+    "row_image_grids",
+    "profile_sweep",
     "GenerationLatency",
     "generation_latency",
     "CostFit",
@@ -383,27 +385,30 @@ def train_step(model: Any, batch: Mapping[str, torch.Tensor]) -> Callable[[], fl
     return step
 
 
-def _row_images(
-    batch: Mapping[str, torch.Tensor], image_token_id: int, patch: int, merge: int
-) -> list[list[tuple[int, int]]]:
-    """Per row, the resized ``(width, height)`` px of its images, from ``image_grid_thw``
-    (rows hold their images in order; grid rows are in batch order)."""
+def row_image_grids(batch: Mapping[str, torch.Tensor], *, image_token_id: int, merge: int) -> list[torch.Tensor]:
+    """Per row of ``batch``, the rows of ``image_grid_thw`` (``(n_i, 3)`` patches) of its images.
+
+    The processor lists the images of all rows in batch order; a row's images are the next ones
+    whose merged tokens (``t h w / merge^2``) add up to its ``<|image_pad|>`` count. Raises
+    ``ValueError`` when they do not.
+    """
+    n_rows = int(batch["input_ids"].shape[0])
     grids = batch.get("image_grid_thw")
     if grids is None:
-        return [[] for _ in range(batch["input_ids"].shape[0])]
-    out: list[list[tuple[int, int]]] = []
+        return [torch.zeros((0, 3), dtype=torch.long) for _ in range(n_rows)]
+    per_image = (grids[:, 0] * grids[:, 1] * grids[:, 2] // merge**2).tolist()
+    out: list[torch.Tensor] = []
     k = 0
-    for row in batch["input_ids"]:
-        n_pad = int((row == image_token_id).sum())
-        sizes = []
-        while n_pad > 0 and k < len(grids):
-            t, h, w = (int(v) for v in grids[k])
-            sizes.append((w * patch, h * patch))
-            n_pad -= t * h * w // merge**2
+    for i, row in enumerate(batch["input_ids"]):
+        n_pad, first = int((row == image_token_id).sum()), k
+        while n_pad > 0 and k < len(per_image):
+            n_pad -= per_image[k]
             k += 1
         if n_pad != 0:
-            raise ValueError("image_grid_thw does not match the <|image_pad|> tokens of the batch")
-        out.append(sizes)
+            raise ValueError(f"row {i}: image_grid_thw does not match its <|image_pad|> tokens (merge {merge})")
+        out.append(grids[first:k])
+    if k != len(per_image):
+        raise ValueError(f"image_grid_thw lists {len(per_image)} images but the rows' pad tokens use {k}")
     return out
 
 
@@ -423,7 +428,8 @@ def analytic_forward_flops(
     length = int(batch["input_ids"].shape[1])
     token_px = dims.patch_size * dims.spatial_merge_size
     total = 0.0
-    for sizes in _row_images(batch, image_token_id, dims.patch_size, dims.spatial_merge_size):
+    for grids in row_image_grids(batch, image_token_id=image_token_id, merge=dims.spatial_merge_size):
+        sizes = [(int(w) * dims.patch_size, int(h) * dims.patch_size) for _, h, w in grids.tolist()]
         areas = [w * h for w, h in sizes]
         budget = {"min_pixels": min(areas), "max_pixels": max(areas)} if areas else {}
         n_image_block = sum(a // token_px**2 + SPECIAL_TOKENS_PER_IMAGE for a in areas)
@@ -505,6 +511,28 @@ def profile_step(
         forward_flops_analytic=analytic_forward_flops(model.config, batch, n_logits=n_logits),
         loss=float(loss),
     )
+
+
+def profile_sweep(
+    model: Any,
+    batches: Mapping[str, Mapping[str, torch.Tensor]],
+    *,
+    warmup: int = 1,
+    repeats: int = 5,
+    device: str | torch.device = "cpu",
+    count: bool = True,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """:func:`profile_step` on each named batch (e.g. ``{"1AO full": ..., "1AO CASC": ...}``),
+    with a progress bar; one row per batch: ``{"setting": name, **StepProfile.summary()}``. Feed
+    ``prompt_tokens`` and ``median_s`` to :func:`fit_cost_models`."""
+    from tqdm.auto import tqdm
+
+    rows = []
+    for name, batch in tqdm(batches.items(), desc="profile", disable=not progress):
+        prof = profile_step(model, batch, warmup=warmup, repeats=repeats, device=device, count=count)
+        rows.append({"setting": name, **prof.summary()})
+    return rows
 
 
 # --------------------------------------------------------------------------- generation latency
