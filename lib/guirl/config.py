@@ -229,7 +229,28 @@ def format_override(key: str, value: Any) -> str:
     leading/trailing white space which :func:`parse_override` strips, are JSON-quoted)."""
     if isinstance(value, str) and value.strip() == value and parse_scalar(value) == value and "\n" not in value:
         return f"{key}={value}"
+    if isinstance(value, str):
+        return f"{key}={_yaml_double_quoted(value)}"
     return f"{key}={json.dumps(value)}"
+
+
+def _yaml_double_quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar with every non-ASCII or control character escaped
+    (``\\uXXXX``, or ``\\UXXXXXXXX`` beyond the BMP: JSON's surrogate pairs would come back from
+    YAML as two lone surrogates)."""
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif o <= 0xFFFF:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------------------------
