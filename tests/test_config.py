@@ -369,6 +369,7 @@ def _registries() -> dict[str, tuple[str, ...]]:
     from guirl.actions.formats import FORMAT_NAMES
     from guirl.data.loaders import LOADERS
     from guirl.metrics.protocols import PROTOCOLS
+    from guirl.prompts import system_prompt_names
 
     return {
         "format": tuple(FORMAT_NAMES),
@@ -377,6 +378,7 @@ def _registries() -> dict[str, tuple[str, ...]]:
         "method": tuple(guirl.methods.names()),
         "reward": tuple(guirl.methods.reward_names()),
         "rl_method": ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None)),
+        "prompt": tuple(system_prompt_names()),
     }
 
 
@@ -389,6 +391,17 @@ def _registry_cases() -> list[tuple[str, str]]:
     return [(key, name) for key, kind in registered_fields().items() for name in names[kind]]
 
 
+def _companions(key: str, name: str) -> list[str]:
+    """Overrides a registered name needs beside it: a system prompt fixes the output format."""
+    if key == "sft.system_prompt":
+        from guirl.prompts import get_prompt
+
+        return [f"sft.output_format={get_prompt(name).output_format}"]
+    if key == "sft.output_format":
+        return ["sft.system_prompt=null"]  # the tiny profile's prompt is a ccpo one
+    return []
+
+
 def test_registries_are_the_full_lists() -> None:
     names = _registries()
     assert len(names["format"]) == 14  # every output format, not the 3 the schema once listed
@@ -398,7 +411,7 @@ def test_registries_are_the_full_lists() -> None:
 
 @pytest.mark.parametrize("key, name", _registry_cases(), ids=lambda x: str(x))
 def test_every_registered_name_is_selectable(key: str, name: str) -> None:
-    cfg = load_config("tiny", overrides=[f"{key}={name}", "data.path=data/anything"])
+    cfg = load_config("tiny", overrides=[f"{key}={name}", "data.path=data/anything", *_companions(key, name)])
     assert cfg.to_flat()[key] == name
 
 
@@ -412,6 +425,7 @@ def test_schema_marks_the_registry_keys() -> None:
         "eval.protocol": "protocol",
         "rl.reward": "reward",
         "rl.method": "rl_method",
+        "sft.system_prompt": "prompt",
     }
 
 

@@ -20,10 +20,12 @@ from guirl.prompts import (
     build_prompt,
     episode_step_prompt,
     format_context,
+    system_text,
 )
 from guirl.train.sft import prompt_spec
 
 MIN_PX, MAX_PX = 3136, 141120  # the tiny profile's pixel budget (configs/profiles/tiny.yaml)
+RES = (252, 560)  # a resized screen (width, height) for prompts that state it (Qwen2.5-VL mobile_use)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -126,7 +128,8 @@ def test_prompt_spec_tag(spec: PromptSpec, tag: str) -> None:
     ],
 )
 def test_prompt_spec_from_config_tag(tag: str, n: int, mode: str) -> None:
-    cfg = load_config("tiny", overrides=["sft.output_format=qwen_mobile_use", "sft.use_step_instruction=false"])
+    overrides = ["sft.output_format=qwen_mobile_use", "sft.system_prompt=null", "sft.use_step_instruction=false"]
+    cfg = load_config("tiny", overrides=overrides)
     spec = prompt_spec(cfg, tag)
     assert (spec.n_history, spec.history_mode, spec.output_format, spec.use_step_instruction) == (
         n,
@@ -193,7 +196,7 @@ def test_build_prompt_step_instruction(use: bool, given_instr, shown: bool) -> N
 def test_build_prompt_property(k, n, mode, fmt, use_step, step_instr) -> None:
     spec = PromptSpec(output_format=fmt, n_history=n, history_mode=mode, use_step_instruction=use_step)
     history = history_of(k)
-    messages, images = build_prompt("goal", history, "cur", spec, step_instruction=step_instr)
+    messages, images = build_prompt("goal", history, "cur", spec, step_instruction=step_instr, resolution=RES)
     m = min(n, k)
     last = history[k - m :] if m else []
     # images: the shown history screenshots (nAO only), oldest first, then the current screen
@@ -211,7 +214,7 @@ def test_build_prompt_property(k, n, mode, fmt, use_step, step_instr) -> None:
     assert ("Previous actions:\n" in texts(messages)) == (m > 0)
     shown_instr = [f"Instruction for this step: {step_instr}".strip()] if use_step and step_instr else []
     assert instructions(messages) == shown_instr
-    assert messages[0]["content"][0]["text"] == SYSTEM_PROMPTS[fmt]
+    assert messages[0]["content"][0]["text"] == system_text(spec, RES)
 
 
 # ----------------------------------------------------------------------------- episode_step_prompt

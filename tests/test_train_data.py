@@ -8,10 +8,11 @@ import pytest
 from PIL import Image
 
 from guirl.actions import Action
+from guirl.actions.coords import resized_size
 from guirl.actions.formats import get_format
 from guirl.data.schema import Episode, Step, read_episodes
 from guirl.env.export import build_minigui_dataset
-from guirl.prompts import SYSTEM_PROMPTS, PromptSpec, episode_step_prompt, format_context
+from guirl.prompts import SYSTEM_PROMPTS, PromptSpec, episode_step_prompt, format_context, system_text
 from guirl.train.data import grounding_records, read_jsonl, sft_records, to_dataset
 
 MIN_PX, MAX_PX = 3136, 141120  # the tiny profile's pixel budget (configs/profiles/tiny.yaml)
@@ -128,7 +129,11 @@ def test_grounding_point_rows_become_clicks(fmt: str, row: dict) -> None:
     assert abs(res.action.point[0] - row["point"][0]) <= tol + 1e-12
     assert abs(res.action.point[1] - row["point"][1]) <= tol + 1e-12
     assert rec["images"] == ["/data/mg/train/images/x.png"]
-    assert rec["prompt"][0] == {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPTS[fmt]}]}
+    # the format's paper prompt, stating the resized screen where it does (Qwen2.5-VL mobile_use)
+    res = resized_size(row["width"], row["height"], min_pixels=MIN_PX, max_pixels=MAX_PX)
+    system = system_text(PromptSpec(output_format=fmt, n_history=0), res)
+    assert rec["prompt"][0] == {"role": "system", "content": [{"type": "text", "text": system}]}
+    assert ("{width}" in system) is False
     assert rec["prompt"][1]["content"] == [{"type": "image"}, {"type": "text", "text": row["question"]}]
     assert (rec["episode_id"], rec["step_id"], rec["history"], rec["action_type"]) == (
         "mg-0-1",

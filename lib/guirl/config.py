@@ -91,6 +91,7 @@ _REGISTRY_LABELS = {
     "method": "methods (guirl.methods)",
     "reward": "rewards (guirl.methods.reward_names())",
     "rl_method": "RL methods (grpo and the methods of guirl.methods with rl_hooks)",
+    "prompt": "system prompts (guirl.prompts.system_prompt_names())",
 }
 
 
@@ -125,6 +126,10 @@ def registry_names(kind: str) -> tuple[str, ...]:
         import guirl.methods
 
         return ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None))
+    if kind == "prompt":
+        from guirl.prompts import system_prompt_names
+
+        return tuple(system_prompt_names())
     raise ValueError(f"unknown registry {kind!r}; known: {', '.join(REGISTRY_KINDS)}")
 
 
@@ -349,7 +354,9 @@ class SFTConfig(_Section):
     trained (one record per step and setting), e.g. ``["1AO", "3AO"]``: ``n``
     previous actions (0..5), as text only (``nA``) or with their screenshots (``nAO``), CCPO
     Table 2. ``use_step_instruction``: add the step's low-level instruction to the prompt (the
-    AndroidControl "Low" setting; online play never has it)."""
+    AndroidControl "Low" setting; online play never has it). ``system_prompt``: a registered
+    prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
+    format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``)."""
 
     learning_rate: float = Field(gt=0)
     epochs: float = Field(gt=0)
@@ -362,6 +369,21 @@ class SFTConfig(_Section):
     use_step_instruction: bool
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
     output_format: Annotated[str, Registered("format")]
+    system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
+
+    @model_validator(mode="after")
+    def _prompt_fits_format(self) -> SFTConfig:
+        if self.system_prompt is not None:
+            from guirl.prompts import get_prompt
+
+            wants = get_prompt(self.system_prompt).output_format
+            if wants != self.output_format:
+                raise ValueError(
+                    f"system_prompt: {self.system_prompt!r} asks for the {wants!r} format but output_format is "
+                    f"{self.output_format!r} -- set system_prompt to null (the format's paper prompt) or to a "
+                    f"prompt of the {self.output_format!r} format"
+                )
+        return self
 
 
 SFTConfig = resolve_section(SFTConfig)

@@ -1,13 +1,34 @@
-"""Chat messages for a GUI agent step: instruction, nA / nAO history, current screenshot.
+"""Chat messages for a GUI agent step (instruction, nA / nAO history, current screenshot), and the
+papers' prompts as data.
 
-A prompt is built from plain values (instruction, previous actions with their screenshots,
-current screenshot), so the same builder serves offline SFT/evaluation (history from the
-ground-truth episode) and online play (history from the agent's own actions).
+**Prompts.** The prompts the five papers train and evaluate with are files of the repository,
+``guirl/assets/prompts/<name>.txt``, registered in :data:`PROMPTS` by name with their paper, place,
+role (``system`` or ``user``), the output format whose action words they allow, and their
+placeholders (``{instruction}``, ``{history}``, ...; :func:`render` fills them, and a prompt may
+include another one under a placeholder, e.g. Co-EPG Table 12 includes Tables 10 and 11). Each
+paper's ``Method.system_prompt`` names one of them. :data:`DEFAULT_SYSTEM_PROMPT` gives the paper
+prompt of each trainable output format (CCPO App. A.9 for ``ccpo``, the Qwen2.5-VL ``mobile_use``
+prompt of AndroidLong F.2 for ``qwen_mobile_use``, AgentCPM-GUI App. C.2 for ``agentcpm``); the
+former short paraphrases stay as ``<format>_short`` (the tiny profile trains with
+``ccpo_short``: ``sft.system_prompt``); they are this project's, not a paper's
+(``PromptInfo.from_paper``). A paper prompt's file keeps the paper's wording, typos included
+(Co-EPG Table 11's "VISIBILE", CCPO's "Planing"); what the PDF extraction added (markdown bold
+and heading marks, blank lines between lines, line breaks inside a JSON string) is left out, and
+the paper's own placeholders are renamed to the ones :func:`render` fills (Co-EPG's ``{task
+description}`` / ``{previous actions}`` -> ``{instruction}`` / ``{history}``). Each
+``PromptInfo.note`` names any other change.
+
+**Messages.** A prompt is built from plain values (instruction, previous actions with their
+screenshots, current screenshot), so the same builder serves offline SFT/evaluation (history from
+the ground-truth episode) and online play (history from the agent's own actions).
 
 History modes (CCPO section 4, Table 2): ``nA`` gives the last ``n`` actions as text only;
 ``nAO`` gives the last ``n`` actions together with the screenshots they were taken on. The
 current screenshot is always the last image. Images are referenced by ``{"type": "image"}``
-placeholders in the order of the returned image list (the TRL / Qwen2.5-VL convention).
+placeholders in the order of the returned image list (the TRL / Qwen2.5-VL convention). The user
+turn is this project's layout ("Task: ...", "Previous actions:", "Current screen:"; CCPO gives
+none), or a paper's user template (``PromptSpec.user_template``: AgentCPM-GUI's
+``<Question>..</Question>`` turn, Co-EPG's Table 12 layouts).
 
 The completion is the ground-truth action written in the configured output format
 (:mod:`guirl.actions.formats`), in the coordinate space that format declares.
@@ -15,40 +36,246 @@ The completion is the ground-truth action written in the configured output forma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 from guirl.actions import Action, ActionError
+from guirl.actions.coords import resized_size
 from guirl.actions.formats import FormatContext, get_format
 from guirl.data.schema import Episode
 
 HistoryMode = Literal["nA", "nAO"]
 
-#: One system prompt per output format. They describe the action space in the words of the
-#: paper that uses the format (CCPO appendix A.9 for ``ccpo``; the Qwen2.5-VL ``mobile_use``
-#: tool for ``qwen_mobile_use``; AgentCPM-GUI's compact JSON schema for ``agentcpm``).
-SYSTEM_PROMPTS: dict[str, str] = {
-    "ccpo": (
-        "You are a GUI agent operating a phone. Given the task, the previous actions and the "
-        "current screenshot, output the next action as <action>{json}</action>. Actions: "
-        'click {"coordinate":[x,y]}, long_press {"coordinate":[x,y]}, swipe '
-        '{"coordinate":[x,y],"coordinate2":[x,y]}, type {"text":...}, system_button '
-        '{"button":"Back|Home|Enter|Menu"}, open {"text":app}, wait, answer {"text":...}, '
-        'terminate {"status":"success|failure"}. Coordinates are pixels of the image you see.'
-    ),
-    "qwen_mobile_use": (
-        "You are a helpful assistant. You may call the mobile_use function to interact with a "
-        "phone screen: key, click, long_press, swipe, type, system_button, open, wait, answer, "
-        'terminate. Reply with <tool_call>{"name": "mobile_use", "arguments": {...}}</tool_call>.'
-    ),
-    "agentcpm": (
-        'You are a phone agent. Output one compact JSON object: {"POINT":[x,y]} to tap '
-        '(x,y in 0-1000), add "duration" (ms) to long press, {"POINT":[x,y],"to":dir} to '
-        'swipe, {"TYPE":text}, {"PRESS":"BACK|HOME|ENTER|APPSELECT"}, {"duration":ms} to '
-        'wait, {"STATUS":"finish|impossible"} to stop.'
-    ),
+#: Folder of the prompt files, one ``<name>.txt`` per registered prompt.
+PROMPTS_DIR = Path(__file__).resolve().parent / "assets" / "prompts"
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True)
+class PromptInfo:
+    """One registered prompt (its text is ``PROMPTS_DIR / f"{name}.txt"``).
+
+    ``paper`` / ``where``: its source (``"CCPO"``, ``"CCPO App. A.9"``); ``from_paper``: ``False``
+    for this project's own prompts (``where`` then says ``not from a paper`` and what it
+    paraphrases); ``role``: ``system`` or ``user``; ``output_format``: the format whose action words it allows (``None`` for prompts
+    that ask for no action, e.g. the State Tracker's); ``placeholders``: the ``{name}`` fields
+    :func:`render` fills; ``includes``: placeholders filled with another registered prompt.
+    """
+
+    name: str
+    paper: str
+    where: str
+    role: Literal["system", "user"]
+    output_format: str | None
+    placeholders: tuple[str, ...] = ()
+    includes: Mapping[str, str] = field(default_factory=dict)
+    note: str = ""
+    from_paper: bool = True
+
+    @property
+    def path(self) -> Path:
+        return PROMPTS_DIR / f"{self.name}.txt"
+
+
+#: Every prompt in the repository, by name.
+PROMPTS: dict[str, PromptInfo] = {
+    p.name: p
+    for p in (
+        PromptInfo(
+            "ccpo",
+            "CCPO",
+            "CCPO App. A.9",
+            "system",
+            "ccpo",
+            note="the blank lines of the PDF extraction between lines removed",
+        ),
+        PromptInfo(
+            "ccpo_short",
+            "CCPO",
+            "not from a paper: this project's short paraphrase of CCPO App. A.9 (no key, no examples)",
+            "system",
+            "ccpo",
+            note="the tiny profile's prompt (CPU budget; the prompt of the tiny SFT runs before the paper prompts)",
+            from_paper=False,
+        ),
+        PromptInfo(
+            "qwen_mobile_use",
+            "AndroidLong",
+            "AndroidLong App. F.2 (the Qwen2.5-VL mobile_use prompt; AgentCPM-GUI B.1.1 shows the same tool)",
+            "system",
+            "qwen_mobile_use",
+            placeholders=("width", "height"),
+            note=(
+                "{width}x{height}: the resized image size the model sees; the tool JSON made valid "
+                "(the paper's text lacks the closing quote after `action=system_button` and ends the "
+                "function with a stray `]`), its line breaks written as \\n escapes as in App. F.3"
+            ),
+        ),
+        PromptInfo(
+            "qwen_mobile_use_short",
+            "AndroidLong",
+            "not from a paper: this project's short paraphrase of AndroidLong App. F.2",
+            "system",
+            "qwen_mobile_use",
+            from_paper=False,
+        ),
+        PromptInfo(
+            "agentcpm",
+            "AgentCPM-GUI",
+            "AgentCPM-GUI App. C.2 (system prompt and schema)",
+            "system",
+            "agentcpm",
+            note="the schema's extra closing brace in the paper's text dropped (the schema is valid JSON)",
+        ),
+        PromptInfo(
+            "agentcpm_short",
+            "AgentCPM-GUI",
+            "not from a paper: this project's short English paraphrase of AgentCPM-GUI App. C.2",
+            "system",
+            "agentcpm",
+            from_paper=False,
+        ),
+        PromptInfo(
+            "agentcpm_user", "AgentCPM-GUI", "AgentCPM-GUI App. C.2 (user turn)", "user", "agentcpm", ("instruction",)
+        ),
+        PromptInfo("androidlong", "AndroidLong", "AndroidLong App. F.1 (proprietary models)", "system", "androidlong"),
+        PromptInfo("coepg", "Co-EPG", "Co-EPG Table 12 (system role)", "system", "coepg_planner"),
+        PromptInfo(
+            "coepg_mind2web",
+            "Co-EPG",
+            "Co-EPG Table 9 (Multimodal-Mind2Web)",
+            "user",
+            "coepg_planner",
+            ("instruction", "history", "elements"),
+        ),
+        PromptInfo(
+            "coepg_androidcontrol_general", "Co-EPG", "Co-EPG Table 10 (AndroidControl)", "user", "coepg_planner"
+        ),
+        PromptInfo("coepg_androidcontrol_guidelines", "Co-EPG", "Co-EPG Table 11 (AndroidControl)", "user", None),
+        PromptInfo(
+            "coepg_androidcontrol_high",
+            "Co-EPG",
+            "Co-EPG Table 12 (high-level prompt)",
+            "user",
+            "coepg_planner",
+            ("instruction", "history"),
+            {
+                "general_instruction": "coepg_androidcontrol_general",
+                "useful_guidelines": "coepg_androidcontrol_guidelines",
+            },
+        ),
+        PromptInfo(
+            "coepg_androidcontrol_low",
+            "Co-EPG",
+            "Co-EPG Table 12 (low-level prompt)",
+            "user",
+            "coepg_planner",
+            ("instruction", "step_instruction", "history"),
+            {
+                "general_instruction": "coepg_androidcontrol_general",
+                "useful_guidelines": "coepg_androidcontrol_guidelines",
+            },
+        ),
+        PromptInfo(
+            "coepg_verifier_addition",
+            "Co-EPG",
+            "Co-EPG Table 13 (data enhancement)",
+            "user",
+            "coepg_planner",
+            ("action", "value", "target_bbox"),
+        ),
+        PromptInfo(
+            "ces_coordinator",
+            "CES",
+            "CES App. C (Coordinator)",
+            "user",
+            None,
+            ("high_level_instruction", "current_state"),
+            note="<image> marks where the screenshot goes; the answer is a free-text instruction",
+        ),
+        PromptInfo(
+            "ces_executor",
+            "CES",
+            "CES App. C (Executor)",
+            "user",
+            "ces_executor",
+            ("instruction",),
+            note="<image> marks where the screenshot goes",
+        ),
+        PromptInfo(
+            "ces_state_tracker",
+            "CES",
+            "CES App. C (State Tracker)",
+            "user",
+            None,
+            ("high_level_instruction", "executor_output", "current_state"),
+        ),
+    )
 }
+
+#: The paper prompt of each output format ``build_prompt`` can train (the system prompt of a
+#: :class:`PromptSpec` that names none).
+DEFAULT_SYSTEM_PROMPT: dict[str, str] = {"ccpo": "ccpo", "qwen_mobile_use": "qwen_mobile_use", "agentcpm": "agentcpm"}
+
+
+def prompt_names() -> list[str]:
+    """Every registered prompt name, sorted."""
+    return sorted(PROMPTS)
+
+
+def system_prompt_names() -> list[str]:
+    """The registered system prompts (the names ``sft.system_prompt`` accepts), sorted."""
+    return sorted(n for n, p in PROMPTS.items() if p.role == "system")
+
+
+def get_prompt(name: str) -> PromptInfo:
+    """The :class:`PromptInfo` called ``name``; ``KeyError`` naming the registered ones."""
+    try:
+        return PROMPTS[name]
+    except KeyError:
+        raise KeyError(f"unknown prompt {name!r}; registered prompts: {', '.join(prompt_names())}") from None
+
+
+@cache
+def prompt_text(name: str) -> str:
+    """The raw text of prompt ``name`` (placeholders unfilled; the file's final newline removed)."""
+    info = get_prompt(name)
+    if not info.path.is_file():
+        raise FileNotFoundError(f"{info.path}: the file of prompt {name!r} is missing")
+    return info.path.read_text(encoding="utf-8").removesuffix("\n")
+
+
+def render(name: str, **values: Any) -> str:
+    """Prompt ``name`` with its included prompts and ``values`` filled in.
+
+    Only the registered placeholders are replaced (a prompt's JSON braces stay as they are);
+    a missing or an unknown value is a ``ValueError`` naming the prompt and the placeholder."""
+    info = get_prompt(name)
+    missing = [k for k in info.placeholders if k not in values]
+    unknown = [k for k in values if k not in info.placeholders]
+    if missing or unknown:
+        raise ValueError(
+            f"prompt {name!r} ({info.where}) takes {list(info.placeholders)}; "
+            + (f"missing {missing}" if missing else "")
+            + ("; " if missing and unknown else "")
+            + (f"unknown {unknown}" if unknown else "")
+        )
+    text = prompt_text(name)
+    for key, inner in info.includes.items():
+        text = text.replace("{" + key + "}", render(inner))
+    for key in info.placeholders:
+        text = text.replace("{" + key + "}", str(values[key]))
+    return text
+
+
+#: The paper prompt of each trainable output format, as raw text (a prompt with placeholders
+#: keeps them here; :func:`system_text` fills them).
+SYSTEM_PROMPTS: dict[str, str] = {fmt: prompt_text(name) for fmt, name in DEFAULT_SYSTEM_PROMPT.items()}
 
 
 @dataclass(frozen=True)
@@ -57,13 +284,18 @@ class PromptSpec:
 
     ``n_history``: how many previous actions (0..5) are shown. ``history_mode``: ``"nA"`` or
     ``"nAO"``. ``use_step_instruction``: add the step's low-level instruction (the AndroidControl
-    "Low" setting); the online evaluator has none and passes ``None``.
+    "Low" setting); the online evaluator has none and passes ``None``. ``system_prompt``: a
+    registered system prompt (``None``: the format's paper prompt, :data:`DEFAULT_SYSTEM_PROMPT`).
+    ``user_template``: a registered user prompt that lays out the user turn (``None``: this
+    project's layout); it shows the history as text, so it needs an ``nA`` history.
     """
 
     output_format: str = "ccpo"
     n_history: int = 1
     history_mode: HistoryMode = "nAO"
     use_step_instruction: bool = False
+    system_prompt: str | None = None
+    user_template: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_history <= 5:
@@ -74,11 +306,48 @@ class PromptSpec:
             raise ValueError(
                 f"output_format {self.output_format!r} has no system prompt; choose one of {sorted(SYSTEM_PROMPTS)}"
             )
+        for key, role in (("system_prompt", "system"), ("user_template", "user")):
+            name = getattr(self, key)
+            if name is None:
+                continue
+            info = get_prompt(name)
+            if info.role != role:
+                raise ValueError(f"{key} {name!r} is a {info.role} prompt ({info.where}); give a {role} prompt")
+            if info.output_format not in (None, self.output_format):
+                raise ValueError(
+                    f"{key} {name!r} asks for the {info.output_format!r} format, not {self.output_format!r}"
+                )
+        if self.user_template is not None and self.history_mode == "nAO" and self.n_history > 0:
+            raise ValueError(
+                f"user_template {self.user_template!r} shows the history as text: use an nA history (e.g. 3A)"
+            )
+
+    @property
+    def system_prompt_name(self) -> str:
+        """The registered system prompt this spec uses."""
+        return self.system_prompt or DEFAULT_SYSTEM_PROMPT[self.output_format]
 
     @property
     def tag(self) -> str:
         """Short name such as ``"3AO"`` or ``"1A"`` used in tables."""
         return f"{self.n_history}{'AO' if self.history_mode == 'nAO' else 'A'}"
+
+
+def system_text(spec: PromptSpec, resolution: tuple[int, int] | None = None) -> str:
+    """The system prompt of ``spec``, its placeholders filled: ``resolution`` = ``(width,
+    height)`` of the image the model sees (required by prompts that state it, such as the
+    Qwen2.5-VL ``mobile_use`` prompt; a ``ValueError`` naming it otherwise)."""
+    name = spec.system_prompt_name
+    info = get_prompt(name)
+    values: dict[str, Any] = {}
+    if "width" in info.placeholders or "height" in info.placeholders:
+        if resolution is None:
+            raise ValueError(
+                f"system prompt {name!r} ({info.where}) states the screen resolution: pass resolution=(width, height) "
+                "of the resized image (guirl.actions.coords.resized_size with the model's pixel budget)"
+            )
+        values = {"width": int(resolution[0]), "height": int(resolution[1])}
+    return render(name, **values)
 
 
 def format_context(screen_size: tuple[int, int], min_pixels: int, max_pixels: int) -> FormatContext:
@@ -97,6 +366,8 @@ def build_prompt(
     current_image: Any,
     spec: PromptSpec,
     step_instruction: str | None = None,
+    *,
+    resolution: tuple[int, int] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """Messages and images for one decision.
 
@@ -107,6 +378,8 @@ def build_prompt(
             screenshot is shown as text only, e.g. one CASC removed).
         current_image: the current screenshot (any object the processor accepts, or a path).
         step_instruction: the low-level instruction, shown when ``spec.use_step_instruction``.
+        resolution: ``(width, height)`` of the resized current image, for system prompts that
+            state it (:func:`system_text`).
 
     Returns:
         ``(messages, images)``: a system and a user message with structured content, and the
@@ -114,6 +387,11 @@ def build_prompt(
     """
     shown = list(history)[-spec.n_history :] if spec.n_history else []
     offset = len(history) - len(shown)
+    system = {"role": "system", "content": [{"type": "text", "text": system_text(spec, resolution)}]}
+    if spec.user_template is not None:
+        text = _user_turn(spec, instruction, shown, offset, step_instruction)
+        user = {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}]}
+        return [system, user], [current_image]
     content: list[dict[str, Any]] = [{"type": "text", "text": f"Task: {instruction}\n"}]
     images: list[Any] = []
     if shown:
@@ -130,11 +408,33 @@ def build_prompt(
     if spec.use_step_instruction and step_instruction:
         # last, right before the answer: the shortest path from instruction to action
         content.append({"type": "text", "text": f"\nInstruction for this step: {step_instruction}"})
-    messages = [
-        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPTS[spec.output_format]}]},
-        {"role": "user", "content": content},
-    ]
-    return messages, images
+    return [system, {"role": "user", "content": content}], images
+
+
+def _user_turn(
+    spec: PromptSpec, instruction: str, shown: Sequence[tuple[str, Any]], offset: int, step_instruction: str | None
+) -> str:
+    """The user text of ``spec.user_template`` (history as ``Step k: action`` lines)."""
+    name = spec.user_template
+    assert name is not None
+    info = get_prompt(name)
+    values: dict[str, Any] = {"instruction": instruction}
+    if "history" in info.placeholders:
+        values["history"] = "\n".join(f"Step {offset + i + 1}: {text}" for i, (text, _) in enumerate(shown))
+    elif shown:
+        raise ValueError(f"user_template {name!r} ({info.where}) has no history: use a 0A history")
+    wants_step = "step_instruction" in info.placeholders
+    if spec.use_step_instruction != wants_step:
+        raise ValueError(
+            f"user_template {name!r} ({info.where}) "
+            + ("needs" if wants_step else "has no place for")
+            + " the step instruction: set use_step_instruction accordingly"
+        )
+    if wants_step:
+        if not step_instruction:
+            raise ValueError(f"user_template {name!r} needs a step instruction; this step has none")
+        values["step_instruction"] = step_instruction
+    return render(name, **values)
 
 
 def episode_step_prompt(
@@ -169,7 +469,13 @@ def episode_step_prompt(
 
     history = [(written(i), path(episode.steps[i].screenshot)) for i in range(t)]
     step = episode.steps[t]
+    resolution = resized_size(*step.screen_size, min_pixels=min_pixels, max_pixels=max_pixels)
     messages, images = build_prompt(
-        episode.instruction, history, path(step.screenshot), spec, step.low_level_instruction or None
+        episode.instruction,
+        history,
+        path(step.screenshot),
+        spec,
+        step.low_level_instruction or None,
+        resolution=resolution,
     )
     return messages, images, written(t)

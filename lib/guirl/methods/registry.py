@@ -39,8 +39,9 @@ class Method:
         paper_file: file name of the paper's full text (the plain-text extraction the project
             works from; ``docs/papers.md`` says which file is which paper).
         output_format: the :mod:`guirl.actions.formats` name the policy writes.
-        system_prompt: the :data:`guirl.prompts.SYSTEM_PROMPTS` key trained and evaluated with
-            (``None``: the paper's prompt is not in the repository yet).
+        system_prompt: the registered system prompt (:data:`guirl.prompts.PROMPTS`) trained and
+            evaluated with (``None``: the paper gives none; CES's role prompts are user turns,
+            ``ces_coordinator`` / ``ces_executor`` / ``ces_state_tracker``).
         eval_protocol: the :mod:`guirl.metrics.protocols` name the paper's step tables are scored with
             (``None`` for a paper that scores whole episodes online, like AndroidLong).
         reward: the RL reward (``None`` for a method without RL).

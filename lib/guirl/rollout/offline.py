@@ -147,6 +147,12 @@ def _context(rollout: EpisodeRollout, t: int, min_pixels: int, max_pixels: int):
     return format_context(rollout.episode.steps[t].screen_size, min_pixels, max_pixels)
 
 
+def _resolution(rollout: EpisodeRollout, t: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """``(width, height)`` of step ``t``'s screenshot as the model sees it (system prompts state it)."""
+    sp = _context(rollout, t, min_pixels, max_pixels).space("resized")
+    return (sp.width, sp.height)
+
+
 def policy_entry(
     rollout: EpisodeRollout, t: int, completion: Completion, parsed: ParseResult, spec: PromptSpec, ctx: Any
 ) -> HistoryEntry:
@@ -205,7 +211,10 @@ def step_prompts(
         roll.history = [annotated_entry(roll, k, spec, _context(roll, k, min_pixels, max_pixels)) for k in range(t)]
         history = list(history_builder(roll, t))
         step = ep.steps[t]
-        prompt = build_prompt(ep.instruction, history, roll.screenshot(t), spec, step.low_level_instruction or None)
+        res = _resolution(roll, t, min_pixels, max_pixels)
+        prompt = build_prompt(
+            ep.instruction, history, roll.screenshot(t), spec, step.low_level_instruction or None, resolution=res
+        )
         target = annotated_entry(roll, t, spec, _context(roll, t, min_pixels, max_pixels)).text
         out.append(StepPrompt(ep, t, prompt, target))
     return out
@@ -284,8 +293,16 @@ def rollout_recorded(
         for r in live:
             step = r.episode.steps[t]
             history = list(history_builder(r, t))
+            res = _resolution(r, t, min_pixels, max_pixels)
             prompts.append(
-                build_prompt(r.episode.instruction, history, r.screenshot(t), spec, step.low_level_instruction or None)
+                build_prompt(
+                    r.episode.instruction,
+                    history,
+                    r.screenshot(t),
+                    spec,
+                    step.low_level_instruction or None,
+                    resolution=res,
+                )
             )
         answers = policy.complete(
             prompts, n=n, do_sample=do_sample, temperature=temperature, top_p=top_p, seed=derive_seed(seed, t)

@@ -78,6 +78,8 @@ def play_online(
 
     fmt = get_format(spec.output_format)
     ctx = format_context((width, height), min_pixels, max_pixels)
+    sp = ctx.space("resized")
+    res = (sp.width, sp.height)  # the screen as the model sees it (system prompts may state it)
     envs, obs, hist, recs = [], [], [], []
     for task in tasks:
         env = MiniGUIEnv(width=width, height=height, render=True, max_steps=max_turns)
@@ -100,7 +102,9 @@ def play_online(
         live = [i for i, r in enumerate(recs) if not r["done"]]
         if not live:
             break
-        prompts = [build_prompt(tasks[i].instruction, hist[i], obs[i]["screenshot"], spec, None) for i in live]
+        prompts = [
+            build_prompt(tasks[i].instruction, hist[i], obs[i]["screenshot"], spec, None, resolution=res) for i in live
+        ]
         completions = policy.complete(
             prompts, do_sample=do_sample, temperature=temperature, top_p=top_p, seed=derive_seed(seed, turn)
         )

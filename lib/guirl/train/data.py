@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action
+from guirl.actions.coords import resized_size
 from guirl.data.schema import Episode
-from guirl.prompts import SYSTEM_PROMPTS, PromptSpec, action_text, episode_step_prompt, format_context
+from guirl.prompts import PromptSpec, action_text, episode_step_prompt, format_context, system_text
 
 
 def _assistant(text: str) -> list[dict[str, Any]]:
@@ -69,22 +70,25 @@ def grounding_records(
     image_root: str | Path,
     min_pixels: int,
     max_pixels: int,
+    system_prompt: str | None = None,
 ) -> list[dict[str, Any]]:
     """Grounding pre-training records from MiniGUI's ``grounding_train.jsonl`` rows.
 
     ``text_to_point`` / ``function_to_point`` rows (answer: a normalised point) become a click
     on that point written in ``output_format``; ``box_to_text`` rows keep their text answer.
-    Raises ``ValueError`` naming the row id when a row lacks a field it needs.
+    Raises ``ValueError`` naming the row id when a row lacks a field it needs. ``system_prompt``:
+    a registered prompt (``None``: the format's paper prompt, as :class:`~guirl.prompts.PromptSpec`).
     """
     root = str(image_root).rstrip("/")
-    spec = PromptSpec(output_format=output_format, n_history=0)  # first: ValueError naming a bad format
-    system = SYSTEM_PROMPTS[output_format]
+    # first: ValueError naming a bad format
+    spec = PromptSpec(output_format=output_format, n_history=0, system_prompt=system_prompt)
     out: list[dict[str, Any]] = []
     for row in rows:
         rid = row.get("id", "?")
         try:
             kind, question, image = row["type"], row["question"], row["image"]
             size = (int(row["width"]), int(row["height"]))
+            system = system_text(spec, resized_size(*size, min_pixels=min_pixels, max_pixels=max_pixels))
             if kind in ("text_to_point", "function_to_point"):
                 action = Action("click", point=tuple(row["point"]))  # type: ignore[arg-type]
                 answer = action_text(action, spec, format_context(size, min_pixels, max_pixels))

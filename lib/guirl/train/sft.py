@@ -47,7 +47,12 @@ def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any
     if stage == "grounding":
         rows = read_jsonl(data_dir / "grounding_train.jsonl")
         return grounding_records(
-            rows, cfg.sft.output_format, image_root=data_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels
+            rows,
+            cfg.sft.output_format,
+            image_root=data_dir,
+            min_pixels=m.min_pixels,
+            max_pixels=m.max_pixels,
+            system_prompt=cfg.sft.system_prompt,
         )
     specs = [prompt_spec(cfg, tag) for tag in cfg.sft.histories]
     splits = load_splits(data_dir)
@@ -68,6 +73,7 @@ def prompt_spec(cfg: Config, tag: str):
         n_history=int(tag[0]),
         history_mode="nAO" if tag.endswith("AO") else "nA",
         use_step_instruction=cfg.sft.use_step_instruction,
+        system_prompt=cfg.sft.system_prompt,
     )
 
 

@@ -18,7 +18,7 @@ METHOD = Method(
     reference="AAAI 2026, arXiv 2511.10705",
     paper_file="001_f0ca38cf3ec0c5b8.txt",
     output_format="coepg_planner",
-    system_prompt=None,
+    system_prompt="coepg",  # Co-EPG Table 12 (system role); the user turn is Table 12 too
     eval_protocol="coepg",
     reward=RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG Sec. 4.3 (C-DREM)", extras=("grounding",)),
     reward_rules="coepg_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
