@@ -74,8 +74,9 @@ test: lint ## lint, then run the whole test suite (per-test timeout: TEST_TIMEOU
 test-fast: setup ## run the tests that are neither notebook runs nor slow
 	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) -m "not notebook and not slow" $(PYTEST_ARGS)
 
-reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1)
+reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1); then figures/<profile>/INDEX.md
 	$(PY) -m guirl.runner --all $(RUN_FLAGS)
+	$(PY) -m guirl.papers index --profile $(PROFILE)
 
 # A notebook and, first, the stale notebooks it reads (its metadata.guirl.reads), like make itself.
 $(NB_TARGETS): nb-%: notebooks/%.ipynb setup

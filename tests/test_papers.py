@@ -487,3 +487,26 @@ def test_audit_summary_counts_match_the_files():
         r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \|$", table, re.M
     )
     assert m and [int(g) for g in m.groups()] == total
+
+
+@pytest.mark.parametrize("out", [None, "sub/INDEX.md"])  # default place, or a given path (folders made)
+def test_index_cli_writes_index_markdown(out, tmp_path, monkeypatch, capsys):
+    from guirl.papers import index_markdown, main
+
+    monkeypatch.setenv("GUIRL_FIGURES", str(tmp_path / "figs"))
+    args = ["index", "--profile", "tiny"] + (["--out", str(tmp_path / out)] if out else [])
+    assert main(args) == 0
+    path = tmp_path / out if out else tmp_path / "figs" / "tiny" / "INDEX.md"
+    assert path.read_text(encoding="utf-8") == index_markdown()
+    results = [a for a in ARTEFACTS if a.kind == "result"]
+    n = {s: sum(a.status == s for a in results) for s in ("regenerated", "partial", "not yet")}
+    line = capsys.readouterr().out
+    assert f"regenerated {n['regenerated']}, partial {n['partial']}, not yet {n['not yet']}" in line
+
+
+def test_make_reproduce_writes_the_index():
+    # the reproduce target ends by writing figures/<profile>/INDEX.md
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    body = make.split("\nreproduce:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert body[-1].strip() == "$(PY) -m guirl.papers index --profile $(PROFILE)"
+    assert any("guirl.runner --all" in line for line in body[:-1])

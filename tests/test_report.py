@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib
@@ -201,3 +202,77 @@ def test_table_claiming_resolved_across_zero_is_refused_and_writes_nothing(repor
     assert not list(report.out_dir.glob("ccpo_vs_sorl*"))
     report.table("ccpo_vs_sorl", bad.assign(resolved=False))  # the honest mark is written
     assert (report.out_dir / "ccpo_vs_sorl.csv").exists()
+
+
+# ----------------------------------------------------------------------------- paper | ours | difference
+def ccpo_table2_rows() -> pd.DataFrame:
+    from guirl.papers import paper_results
+
+    df = paper_results("CCPO")
+    return df[(df.table == "Table 2") & (df.row == "OS-Atlas-4B ZS") & df.column.str.startswith("AC-High")]
+
+
+@pytest.mark.parametrize(
+    "ours, expected",
+    [
+        # all three numbers given: difference = ours - paper (CCPO Table 2 prints 49.0, 49.5, 22.8)
+        (
+            {"AC-High TM": 50.0, "AC-High GR": 49.5, "AC-High SR": 20.3},
+            {"AC-High TM": 1.0, "AC-High GR": 0.0, "AC-High SR": -2.5},
+        ),
+        # one number only: the other paper rows stay, without ours and without a difference
+        ({"AC-High SR": 22.8}, {"AC-High TM": math.nan, "AC-High GR": math.nan, "AC-High SR": 0.0}),
+    ],
+)
+def test_paper_comparison_differences(ours: dict, expected: dict) -> None:
+    from guirl.report import COMPARISON_COLUMNS, paper_comparison
+
+    mine = pd.DataFrame({"row": "OS-Atlas-4B ZS", "column": list(ours), "ours": list(ours.values())})
+    df = paper_comparison(mine, ccpo_table2_rows())
+    assert tuple(df.columns) == COMPARISON_COLUMNS
+    assert df.column.tolist() == ["AC-High TM", "AC-High GR", "AC-High SR"]  # the paper's order
+    assert df.paper.tolist() == ["49.0", "49.5", "22.8"]  # as printed
+    got = dict(zip(df.column, df.difference))
+    for k, v in expected.items():
+        assert (math.isnan(got[k]) and math.isnan(v)) or got[k] == pytest.approx(v), k
+    assert df.location.iloc[0] == "CCPO Table 2, 000_e57e800ca0795f95.txt line 192"
+
+
+@pytest.mark.parametrize(
+    "ours, needle",
+    [
+        ({"row": ["OS-Atlas-4B ZS"], "column": ["AC-High XX"], "ours": [1.0]}, "no paper row has"),  # a typo
+        ({"row": ["OS-Atlas-4B ZS"], "column": ["AC-High TM"]}, "ours lacks ['ours']"),  # no numbers
+        ({"row": ["OS-Atlas-4B ZS"] * 2, "column": ["AC-High TM"] * 2, "ours": [1.0, 2.0]}, "ours: "),  # twice
+    ],
+)
+def test_paper_comparison_rejects_bad_ours(ours: dict, needle: str) -> None:
+    from guirl.report import paper_comparison
+
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        paper_comparison(pd.DataFrame(ours), ccpo_table2_rows())
+
+
+def test_paper_comparison_needs_a_table_column_across_tables() -> None:
+    from guirl.papers import paper_results
+    from guirl.report import paper_comparison
+
+    rows = paper_results("CCPO")
+    rows = rows[rows.table.isin(["Table 1", "Table 2"])]
+    with pytest.raises(ValueError, match="give ours a 'table' column"):
+        paper_comparison(pd.DataFrame({"row": ["AITW"], "column": ["Tasks"], "ours": [1.0]}), rows)
+    mine = pd.DataFrame({"table": ["Table 1"], "row": ["AITW"], "column": ["Tasks"], "ours": [2939.0]})
+    df = paper_comparison(mine, rows)
+    assert df.loc[(df.table == "Table 1") & (df.row == "AITW") & (df.column == "Tasks"), "difference"].item() == 0.0
+
+
+def test_compare_writes_the_table(report: Report, isolated_outputs: dict[str, Path]) -> None:
+    mine = pd.DataFrame({"row": "OS-Atlas-4B ZS", "column": ["AC-High SR"], "ours": [20.3]})
+    paths = report.compare("ccpo_table2", mine, ccpo_table2_rows())
+    md = paths["md"].read_text(encoding="utf-8")
+    assert md.startswith("Paper vs ours (profile tiny; difference = ours - paper)")
+    header = [c.strip() for c in md.splitlines()[2].strip("|").split("|")]
+    assert header == ["table", "row", "column", "unit", "paper", "ours", "difference", "location"]
+    assert "-2.50" in md and "22.8" in md
+    rec = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert rec["data"][2]["difference"] == pytest.approx(-2.5)

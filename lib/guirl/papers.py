@@ -46,8 +46,10 @@ __all__ = [
     "artefacts",
     "get_paper",
     "index_markdown",
+    "main",
     "paper_results",
     "read_results_csv",
+    "write_index",
 ]
 
 #: Folder of the registry files, one ``<slug>.csv`` per paper.
@@ -608,3 +610,36 @@ def index_markdown() -> str:
                 cells = (a.id, a.kind, a.summary, a.regenerated_by or "-", a.status, a.note)
                 lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def write_index(profile: str, out: Path | str | None = None) -> Path:
+    """Write :func:`index_markdown` to ``out`` (default ``figures/<profile>/INDEX.md``,
+    :func:`guirl.paths.figures_dir`); the folder is created. Returns the path."""
+    from guirl.paths import figures_dir
+
+    path = Path(out) if out is not None else figures_dir(profile) / "INDEX.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(index_markdown())
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m guirl.papers index [--profile P] [--out PATH]``: write the INDEX.md of the
+    papers' tables and figures (``make reproduce`` calls it last) and print its count line."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m guirl.papers", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    index = sub.add_parser("index", help="write figures/<profile>/INDEX.md")
+    index.add_argument("--profile", default="tiny", help="profile whose figures folder gets the file (default tiny)")
+    index.add_argument("--out", default=None, help="path of the file (default figures/<profile>/INDEX.md)")
+    args = parser.parse_args(argv)
+    path = write_index(args.profile, args.out)
+    counts = next(line for line in index_markdown().splitlines() if line.startswith("Result tables and figures:"))
+    print(f"{path}: {counts.split('. Other kinds')[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,6 +7,8 @@
 * for every output a ``<name>.json`` sidecar: the numbers (table records or the figure's
   ``data``), git SHA and dirty flag, profile, config hash, seed, package versions, wall time
   since the ``Report`` was created and a UTC timestamp;
+* ``compare(name, ours, paper_rows)`` -> a ``table`` of "paper | ours | difference" with the
+  paper's location, from rows of :func:`guirl.papers.paper_results` (:func:`paper_comparison`);
 * once, ``config.yaml``: the resolved configuration.
 
 A table that marks differences (a ``resolved`` column, see :mod:`guirl.metrics.paired`) is
@@ -38,7 +40,7 @@ from guirl.config import Config
 from guirl.metrics.paired import check_resolved_claims
 from guirl.paths import figures_dir, repo_root
 
-__all__ = ["Report", "git_state", "package_versions", "to_markdown", "to_latex", "jsonable"]
+__all__ = ["Report", "git_state", "package_versions", "to_markdown", "to_latex", "jsonable", "paper_comparison"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 VERSIONED_PACKAGES = ("torch", "transformers", "trl", "peft", "numpy", "pandas")
@@ -194,6 +196,66 @@ def to_latex(df: pd.DataFrame, caption: str = "", label: str = "", floatfmt: str
     return "\n".join(lines) + "\n"
 
 
+#: Columns of :func:`paper_comparison`, in order.
+COMPARISON_COLUMNS: tuple[str, ...] = ("table", "row", "column", "unit", "paper", "ours", "difference", "location")
+
+
+def paper_comparison(ours: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
+    """Our numbers beside the papers': one row per row of ``paper_rows``, in its order.
+
+    Args:
+        ours: columns ``row``, ``column``, ``ours`` (a number in the paper row's ``unit``: a
+            rate printed in percent is compared in percent), plus ``table`` when ``paper_rows``
+            spans several tables. A missing number (NaN) is allowed.
+        paper_rows: rows of :func:`guirl.papers.paper_results` (any filter of it).
+
+    Returns:
+        :data:`COMPARISON_COLUMNS`: ``paper`` is the value as printed, ``ours`` our number (NaN
+        where ``ours`` has none), ``difference`` = ours - paper (NaN without ours), ``location``
+        = ``"<paper> <table>, <paper_file> line <line>"``.
+
+    Raises ``ValueError`` naming the missing columns, a duplicated key, or a row of ``ours``
+    that no paper row matches (a typo must not vanish from the table).
+    """
+    need_paper = {"paper", "table", "row", "column", "value", "unit", "paper_file", "line", "number"}
+    missing = sorted(need_paper - set(paper_rows.columns))
+    if missing:
+        raise ValueError(f"paper_rows lacks {missing}: pass rows of guirl.papers.paper_results()")
+    key = ["table", "row", "column"] if "table" in ours.columns else ["row", "column"]
+    missing = sorted({*key, "ours"} - set(ours.columns))
+    if missing:
+        raise ValueError(f"ours lacks {missing}; give the columns {key + ['ours']}")
+    if key == ["row", "column"] and paper_rows["table"].nunique() > 1:
+        tables = sorted(paper_rows["table"].unique())
+        raise ValueError(f"paper_rows span {tables}: give ours a 'table' column")
+    for what, df in (("paper_rows", paper_rows), ("ours", ours)):
+        dup = df[df.duplicated(key, keep=False)]
+        if len(dup):
+            raise ValueError(f"{what}: {key} repeats for {dup[key].drop_duplicates().values.tolist()}")
+    known = set(map(tuple, paper_rows[key].astype(str).values.tolist()))
+    unknown = [k for k in map(tuple, ours[key].astype(str).values.tolist()) if k not in known]
+    if unknown:
+        raise ValueError(f"ours has {key} {unknown} that no paper row has (check the spelling against paper_rows)")
+    mine = {tuple(map(str, k)): float(v) for k, v in zip(ours[key].values.tolist(), ours["ours"].tolist())}
+    out = []
+    for rec in paper_rows.to_dict(orient="records"):
+        k = tuple(str(rec[c]) for c in key)
+        value = mine.get(k, math.nan)
+        out.append(
+            {
+                "table": rec["table"],
+                "row": rec["row"],
+                "column": rec["column"],
+                "unit": rec["unit"],
+                "paper": str(rec["value"]),
+                "ours": value,
+                "difference": value - float(rec["number"]),
+                "location": f"{rec['paper']} {rec['table']}, {rec['paper_file']} line {int(rec['line'])}",
+            }
+        )
+    return pd.DataFrame(out, columns=list(COMPARISON_COLUMNS))
+
+
 class Report:
     """Outputs of one notebook run under ``figures/<cfg.profile>/<notebook>/``."""
 
@@ -302,3 +364,13 @@ class Report:
         record = self.sidecar(name, "figure", list(paths.values()), dict(data or {}), caption)
         paths["json"] = self._write_sidecar(name, record)
         return paths
+
+    def compare(
+        self, name: str, ours: pd.DataFrame, paper_rows: pd.DataFrame, caption: str = "", floatfmt: str = ".2f"
+    ) -> dict[str, Path]:
+        """Write the "paper | ours | difference" table ``name`` (:func:`paper_comparison`: the
+        rows of ``paper_rows``, our number beside each, and the paper location) as :meth:`table`
+        does; the caption says which profile our numbers come from."""
+        df = paper_comparison(ours, paper_rows)
+        head = f"Paper vs ours (profile {self.cfg.profile}; difference = ours - paper)"
+        return self.table(name, df, caption=f"{caption} {head}".strip() if caption else head, floatfmt=floatfmt)
