@@ -585,3 +585,65 @@ def test_evaluation_grid_labels_and_grouping(minigui12: Path) -> None:
 def test_online_caption_says_what_the_std_is_over(overrides, words) -> None:
     caption = ev.online_caption(tiny_cfg(n_tasks=2, n_seeds=3, **overrides))
     assert all(w in caption for w in words), caption
+
+
+# ----------------------------------------------------------------------------- paired gains, paper table
+def gain_rec(model: str, step: int, exact: bool, split: str = "test_in_domain", counted: bool = True) -> dict:
+    return {
+        "model": model,
+        "split": split,
+        "history": "1AO",
+        "episode_id": f"e{step // 5}",
+        "step_id": step % 5,
+        "exact": exact,
+        "counted": counted,
+    }
+
+
+def test_paired_gain_table_marks_a_clear_gain_resolved_and_a_tie_not() -> None:
+    cfg = tiny_cfg()
+    recs = [gain_rec("zero-shot", i, False) for i in range(100)]
+    recs += [gain_rec("SFT", i, i % 2 == 0) for i in range(100)]  # SFT right on half the steps
+    recs += [gain_rec("zero-shot", i, i % 2 == 0, split="test_unseen_app") for i in range(40)]
+    recs += [gain_rec("SFT", i, i % 2 == 0, split="test_unseen_app") for i in range(40)]  # a tie
+    t = ev.paired_gain_table(cfg, recs, baseline="zero-shot", model="SFT")
+    assert t["split"].tolist() == ["test_in_domain", "test_unseen_app"]
+    gain, tie = t.iloc[0], t.iloc[1]
+    assert gain["diff"] == pytest.approx(50.0) and gain["lo"] > 0 and bool(gain["resolved"])
+    assert gain["verdict"] == "B > A" and gain["n_steps"] == 100 and gain["n_seeds"] == 1
+    assert tie["diff"] == 0.0 and not bool(tie["resolved"]) and tie["verdict"] == "unresolved"
+    assert (gain["zero-shot"], gain["SFT"]) == (0.0, 50.0)
+
+
+def test_paired_gain_table_uses_counted_steps_and_refuses_unpaired_records() -> None:
+    cfg = tiny_cfg()
+    recs = [gain_rec("zero-shot", i, False) for i in range(10)] + [gain_rec("SFT", i, True) for i in range(10)]
+    recs += [gain_rec("zero-shot", 10, True, counted=False), gain_rec("SFT", 10, False, counted=False)]  # left out
+    t = ev.paired_gain_table(cfg, recs, baseline="zero-shot", model="SFT")
+    assert t.iloc[0]["n_steps"] == 10 and t.iloc[0]["diff"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="not scored on the same seeds and steps"):
+        ev.paired_gain_table(cfg, recs[:-3], baseline="zero-shot", model="SFT")  # SFT lacks step 9
+    with pytest.raises(KeyError, match="'RL' has no records"):
+        ev.paired_gain_table(cfg, recs, baseline="zero-shot", model="RL")
+
+
+def test_table2_for_paper_feeds_the_paper_comparison() -> None:
+    from guirl.papers import paper_results
+    from guirl.report import paper_comparison
+
+    steps = pd.DataFrame(
+        [
+            {"model": "zero-shot", "split": "test_in_domain", "history": "1AO", "TM": 10.0, "GR": 5.0, "SR": 2.0},
+            {"model": "SFT", "split": "test_in_domain", "history": "1AO", "TM": 80.0, "GR": 30.0, "SR": 45.0},
+        ]
+    )
+    rows = {"zero-shot": "Qwen2.5VL-3B 0-shot", "SFT": "Qwen2.5VL-3B w/ SFT"}
+    ours = ev.table2_for_paper(steps, split="test_in_domain", history="1AO", rows=rows, column_prefix="AC-High")
+    paper = paper_results("ccpo")
+    paper = paper[(paper["table"] == "Table 2") & paper["row"].isin(list(rows.values()))]
+    cmp = paper_comparison(ours, paper)
+    sr = cmp[(cmp["row"] == "Qwen2.5VL-3B w/ SFT") & (cmp["column"] == "AC-High SR")].iloc[0]
+    assert sr["ours"] == 45.0 and sr["difference"] == pytest.approx(45.0 - float(sr["paper"]))
+    assert cmp[cmp["column"].str.startswith("GUI-Odyssey")]["ours"].isna().all()  # no GUI-Odyssey numbers of ours
+    with pytest.raises(KeyError, match="no single row"):
+        ev.table2_for_paper(steps, split="test_unseen_app", history="1AO", rows=rows, column_prefix="AC-High")

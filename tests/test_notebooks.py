@@ -257,7 +257,18 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     table2 = out.table("table2_step_metrics", rows=models * histories)
     assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
     in_range(out.table("step_metrics_ci", rows=models * histories * splits), lambda k: k in ("TM", "SR"), 0.0, 100.0)
-    out.table("sft_gain", rows=splits * histories)
+    gain = out.table("sft_gain", rows=splits * histories)
+    for g in gain:  # paired SFT - zero-shot with its interval; the mark agrees with it
+        assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0)
+    vs_paper = out.table("table2_vs_paper", rows=12)  # CCPO Table 2: 2 rows x 6 columns, ours on AC-High only
+    for r in vs_paper:
+        assert r["location"].startswith("CCPO Table 2") and r["paper"] is not None
+        if r["column"].startswith("GUI-Odyssey"):
+            assert r["ours"] is None  # no GUI-Odyssey numbers of ours
+        elif not r["column"].endswith(" GR"):  # GR is undefined when a smoke split has no click step
+            assert r["ours"] is not None
+        if r["ours"] is not None:
+            assert 0.0 <= r["ours"] <= 100.0 and math.isclose(r["difference"], r["ours"] - float(r["paper"]))
     by_type = out.table("accuracy_by_action_type")
     assert len(by_type) >= 2 and all(0.0 <= r["exact"] <= 100.0 for r in by_type)
     assert out.figure("accuracy_by_action_type_chart")["gt_type"]

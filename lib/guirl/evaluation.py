@@ -30,6 +30,7 @@ import pandas as pd
 from guirl.config import Config
 from guirl.data.schema import Episode
 from guirl.data.splits import Split
+from guirl.metrics.paired import difference_row, paired_difference, paired_matrix
 from guirl.metrics.protocols import get_protocol
 from guirl.metrics.records import PREDICTION_FIELDS, prediction_record
 from guirl.metrics.summary import summarize_online, summarize_steps
@@ -49,6 +50,8 @@ __all__ = [
     "evaluation_grid",
     "gain_table",
     "online_caption",
+    "paired_gain_table",
+    "table2_for_paper",
     "online_table",
     "online_tasks",
     "plot_accuracy_by_action_type",
@@ -274,6 +277,69 @@ def gain_table(steps: pd.DataFrame, baseline: str, model: str, metric: str = "SR
         row[f"{model} - {baseline} ({metric} points)"] = row[model] - row[baseline]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def paired_gain_table(
+    cfg: Config, records: Sequence[dict[str, Any]], baseline: str, model: str, metric: str = "exact"
+) -> pd.DataFrame:
+    """Paired difference ``model - baseline`` of a per-step metric, per (split, history).
+
+    Both models' prediction records are matched step by step (and by training seed, the
+    records' ``seed`` field, when they carry one): :func:`guirl.metrics.paired.paired_matrix`
+    refuses records that are not paired. For ``metric="exact"`` only the protocol's counted
+    steps enter (the SR denominator). Columns: ``split``, ``history``, ``baseline`` and ``model``
+    (the metric in %), ``diff`` / ``lo`` / ``hi`` (percentage points, 95% two-way bootstrap
+    interval over seeds and test steps, ``eval.bootstrap_samples`` resamples, seed ``cfg.seed``),
+    ``resolved`` (the interval excludes 0), ``verdict`` ("B > A": the model is better) and
+    ``n_seeds`` / ``n_steps``.
+    """
+    names = list(dict.fromkeys(r["model"] for r in records))
+    for want in (baseline, model):
+        if want not in names:
+            raise KeyError(f"paired_gain_table: model {want!r} has no records (models: {names})")
+    rows = []
+    keys = _level_order([r["split"] for r in records], [r["history"] for r in records])
+    for split, tag in keys:
+
+        def matrix(name: str, split: Any = split, tag: Any = tag) -> Any:
+            sel = [
+                {**r, "seed": r.get("seed", 0)}
+                for r in records
+                if r["model"] == name
+                and r["split"] == split
+                and r["history"] == tag
+                and (metric != "exact" or r.get("counted", True))
+            ]
+            return paired_matrix(sel, value=metric, name=f"{name} records, {split} {tag}")
+
+        (a, seeds_a, steps_a), (b, seeds_b, steps_b) = matrix(baseline), matrix(model)
+        if (seeds_a, steps_a) != (seeds_b, steps_b):
+            raise ValueError(
+                f"paired_gain_table: {baseline!r} and {model!r} were not scored on the same seeds and steps "
+                f"of {split} {tag} ({len(steps_a)} vs {len(steps_b)} steps)"
+            )
+        d = paired_difference(a, b, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed)
+        rows.append(
+            {"split": split, "history": tag, baseline: 100 * a.mean(), model: 100 * b.mean(), **difference_row(d)}
+        )
+    return pd.DataFrame(rows)
+
+
+def table2_for_paper(
+    steps: pd.DataFrame, *, split: str, history: str, rows: Mapping[str, str], column_prefix: str
+) -> pd.DataFrame:
+    """Our CCPO-Table-2 cells as :func:`guirl.report.paper_comparison` reads them: one row per
+    (model, metric) of ``steps`` (:func:`step_metrics`' frame) at ``split`` / ``history``, with
+    ``row`` = the paper's row name ``rows[model]`` and ``column`` = ``"<column_prefix> <metric>"``
+    (e.g. ``"AC-High SR"``); ``ours`` in %."""
+    out = []
+    for name, paper_row in rows.items():
+        sel = steps[(steps["model"] == name) & (steps["split"] == split) & (steps["history"] == history)]
+        if len(sel) != 1:
+            raise KeyError(f"table2_for_paper: no single row for model {name!r}, {split} {history}")
+        for metric in METRICS:
+            out.append({"row": paper_row, "column": f"{column_prefix} {metric}", "ours": float(sel.iloc[0][metric])})
+    return pd.DataFrame(out)
 
 
 def accuracy_by_action_type(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
