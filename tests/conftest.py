@@ -102,3 +102,14 @@ def runner_env() -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture(scope="module")
+def minigui(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small MiniGUI data set (8 tasks, seed 0) exported once per test module (the RL and SFT
+    stage tests train on it)."""
+    from guirl.env.export import build_minigui_dataset
+
+    out = tmp_path_factory.mktemp("minigui")
+    build_minigui_dataset(out, n_tasks=8, seed=0, progress=False)
+    return out

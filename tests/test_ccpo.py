@@ -375,15 +375,6 @@ def tiny_model() -> Path:
     return build_tiny_model()
 
 
-@pytest.fixture(scope="module")
-def minigui(tmp_path_factory) -> Path:
-    from guirl.env.export import build_minigui_dataset
-
-    out = tmp_path_factory.mktemp("minigui")
-    build_minigui_dataset(out, n_tasks=8, seed=0, progress=False)
-    return out
-
-
 STAGE = [
     "rl.method=ccpo",
     "rl.reward=null",

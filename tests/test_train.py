@@ -25,15 +25,6 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("models"))
 
 
-@pytest.fixture(scope="module")
-def minigui(tmp_path_factory) -> Path:
-    from guirl.env.export import build_minigui_dataset
-
-    out = tmp_path_factory.mktemp("minigui")
-    build_minigui_dataset(out, n_tasks=8, seed=0, progress=False)
-    return out
-
-
 # A paper profile with only what a CPU box cannot do swapped out: the checkpoint (tiny instead of
 # the 3B folder), dtype/precision, the accelerate config (one CPU process instead of 8 GPUs with
 # ZeRO-2), and the step budget. Everything else (LoRA, histories, prompt format, batch shape,

@@ -100,6 +100,27 @@ def _indices(n_seeds: int, n_steps: int, n_boot: int, seed: int) -> tuple[np.nda
     return rows, cols
 
 
+def _cells(a: Any, b: Any, n_boot: int, alpha: float) -> np.ndarray:
+    """Validated per-cell differences ``b - a``, shape ``(n_seeds, n_steps)``."""
+    ma, mb = _check_pair(a, b)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return mb - ma
+
+
+def _result(d: np.ndarray, means: np.ndarray | None, alpha: float) -> PairedDifference:
+    """The point difference and the percentile interval of the resample ``means`` (``None``:
+    every cell equal, a zero-width interval), widened to contain the point."""
+    point = float(d.mean())
+    s, t = d.shape
+    if means is None:
+        return PairedDifference(point, point, point, s, t)
+    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return PairedDifference(point, float(min(lo, point)), float(max(hi, point)), s, t)
+
+
 def paired_difference(
     a: Sequence[Sequence[float]] | np.ndarray,
     b: Sequence[Sequence[float]] | np.ndarray,
@@ -116,22 +137,12 @@ def paired_difference(
     (vectorised; equals :func:`paired_bootstrap_loop`). The interval is widened, if needed, to
     contain the point difference. Deterministic in ``seed``.
     """
-    ma, mb = _check_pair(a, b)
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    d = mb - ma  # (S, T): paired per-cell differences
-    point = float(d.mean())
-    s, t = d.shape
+    d = _cells(a, b, n_boot, alpha)
     if np.all(d == d.flat[0]):
-        return PairedDifference(point, point, point, s, t)
-    rows, cols = _indices(s, t, n_boot, seed)
-    # mean over the resampled grid = mean over rows of (mean over the resampled columns)
-    sub = d[rows[:, :, None], cols[:, None, :]]  # (n_boot, S, T)
-    means = sub.mean(axis=(1, 2))
-    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return PairedDifference(point, float(min(lo, point)), float(max(hi, point)), s, t)
+        return _result(d, None, alpha)
+    rows, cols = _indices(*d.shape, n_boot, seed)
+    sub = d[rows[:, :, None], cols[:, None, :]]  # (n_boot, S, T): the resampled grid of each draw
+    return _result(d, sub.mean(axis=(1, 2)), alpha)
 
 
 def paired_bootstrap_loop(
@@ -144,12 +155,10 @@ def paired_bootstrap_loop(
 ) -> PairedDifference:
     """Reference loop implementation of :func:`paired_difference` (same random indices, one
     resample at a time); used by the tests to pin the vectorised version."""
-    ma, mb = _check_pair(a, b)
-    d = mb - ma
-    point = float(d.mean())
-    s, t = d.shape
+    d = _cells(a, b, n_boot, alpha)
     if np.all(d == d.flat[0]):
-        return PairedDifference(point, point, point, s, t)
+        return _result(d, None, alpha)
+    s, t = d.shape
     rows, cols = _indices(s, t, n_boot, seed)
     means = []
     for k in range(n_boot):
@@ -158,8 +167,7 @@ def paired_bootstrap_loop(
             for j in cols[k]:
                 total += d[i, j]
         means.append(total / (s * t))
-    lo, hi = np.quantile(np.asarray(means), [alpha / 2.0, 1.0 - alpha / 2.0])
-    return PairedDifference(point, float(min(lo, point)), float(max(hi, point)), s, t)
+    return _result(d, np.asarray(means), alpha)
 
 
 def paired_matrix(
