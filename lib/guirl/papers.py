@@ -365,10 +365,10 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 2",
         "result",
         "Android Control-High and GUI-Odyssey TM/GR/SR of baselines, SFT, SO-RL, CCPO",
-        by=f"{_NB1}: table2_step_metrics",
+        by=f"{_NB1}: table2_step_metrics, table2_vs_paper",
         status="partial",
         in_registry=True,
-        note="zero-shot and SFT rows only; MiniGUI in the tiny profile",
+        note="zero-shot and SFT rows only, beside the paper's in table2_vs_paper; MiniGUI in the tiny profile",
     ),
     _a("CCPO", "Table 3", "result", "Mind2Web Step SR per split and AITW Overall/ClickAvg", in_registry=True),
     _a(
@@ -550,7 +550,7 @@ ARTEFACTS: tuple[Artefact, ...] = (
         by=f"{_NB1}: online_task_sr",
         status="partial",
         in_registry=True,
-        note="SFT row only, on MiniGUI; the runs differ from the paper's protocol (docs/fidelity/androidlong.md)",
+        note="SFT row only, on MiniGUI; three sampled runs of the same tasks, as the paper (AL-01)",
     ),
     _a("AndroidLong", "Table 7", "hyperparameters", "RL hyper-parameters"),
     _a(
