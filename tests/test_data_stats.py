@@ -147,3 +147,29 @@ def test_distributions_sum_to_totals(action_lists, cats):
     assert lens["n_steps"].sum() == n_steps
     assert stats.length_summary(lens).iloc[-1]["n_tasks"] == len(eps)
     assert isinstance(stats.split_summary(eps), pd.DataFrame)
+
+
+# ----------------------------------------------------------------------------- CCPO Table 1
+@pytest.mark.parametrize(
+    "source, row",
+    [
+        ("androidcontrol", "AndroidControl"),  # the converted public set fills its own row
+        ("ccpo_guiodyssey", "GUI-Odyssey"),  # CCPO's own converted file, same row
+        ("minigui", None),  # the tiny profile's data: no row in the paper
+    ],
+)
+def test_table1_for_paper(source: str, row: str | None) -> None:
+    from guirl.papers import paper_results
+    from guirl.report import paper_comparison
+
+    click = Action("click", point=(0.5, 0.5))
+    eps = [_ep("a", [click] * 3), _ep("b", [click] * 6)]
+    ours = stats.table1_for_paper(eps, source)
+    paper = paper_results("ccpo")
+    cmp = paper_comparison(ours, paper[paper["table"] == "Table 1"])
+    filled = cmp[cmp["ours"].notna()]
+    if row is None:
+        assert filled.empty and len(cmp) == 8
+    else:
+        got = dict(zip(filled["column"], filled["ours"]))
+        assert set(filled["row"]) == {row} and got == {"Tasks": 2.0, "Avg steps": 4.5}

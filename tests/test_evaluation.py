@@ -647,3 +647,17 @@ def test_table2_for_paper_feeds_the_paper_comparison() -> None:
     assert cmp[cmp["column"].str.startswith("GUI-Odyssey")]["ours"].isna().all()  # no GUI-Odyssey numbers of ours
     with pytest.raises(KeyError, match="no single row"):
         ev.table2_for_paper(steps, split="test_unseen_app", history="1AO", rows=rows, column_prefix="AC-High")
+
+
+def test_online_for_paper_fills_androidlong_table6() -> None:
+    from guirl.papers import paper_results
+    from guirl.report import paper_comparison
+
+    summary = {"task_sr": 12.5, "task_sr_std": 2.0, "subgoal_sr": 40.0, "subgoal_sr_std": 1.0, "n_runs": 3}
+    paper = paper_results("androidlong")
+    cmp = paper_comparison(ev.online_for_paper(summary, "SFT (no memory)"), paper[paper["table"] == "Table 6"])
+    sft = cmp[cmp["row"] == "SFT (no memory)"].set_index("column")
+    assert sft.loc["Task SR", "ours"] == 12.5 and sft.loc["Task SR", "difference"] == pytest.approx(12.5 - 10.1)
+    assert sft.loc["Task SR std", "ours"] == 2.0 and cmp["ours"].notna().sum() == 2
+    with pytest.raises(ValueError, match="no paper row"):
+        paper_comparison(ev.online_for_paper(summary, "SFT"), paper[paper["table"] == "Table 6"])  # a typo

@@ -244,6 +244,8 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
     out.table("action_types_detail", rows=lambda n: n >= len(actions))
     assert sum(r["n_tasks"] for r in out.table("categories", rows=lambda n: n >= 2)) == n_tasks
     out.table("apps", rows=lambda n: n >= 2)
+    t1 = out.table("table1_vs_paper", rows=8)  # CCPO Table 1: 4 data sets x (Tasks, Avg steps)
+    assert all(r["ours"] is None and r["location"].startswith("CCPO Table 1") for r in t1)  # MiniGUI: no paper row
     in_range(out.table("lengths", rows=lambda n: n >= 2), lambda k: k.startswith("steps_"), 1, 100)
     for name in ("action_types_chart", "categories_apps", "lengths_hist"):
         out.figure(name)
@@ -274,6 +276,10 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     assert out.figure("accuracy_by_action_type_chart")["gt_type"]
     online = out.table("online_task_sr", rows=1)
     in_range(online, lambda k: k.lower().endswith("_sr"), 0.0, 100.0)
+    vs = out.table("online_vs_paper", rows=10)  # AndroidLong Table 6: 5 rows x (Task SR, std)
+    ours = {r["column"]: r["ours"] for r in vs if r["row"] == "SFT (no memory)"}
+    assert ours == {"Task SR": online[0]["task_sr"], "Task SR std": online[0]["task_sr_std"]}
+    assert sum(r["ours"] is not None for r in vs) == 2
     out.figure("training_curve")
     # 01 read the MiniGUI folder 00 built in this session and did not build it again.
     assert minigui_state(out.result.output.parents[2] / "data") == state["minigui"]

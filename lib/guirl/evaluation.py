@@ -50,6 +50,7 @@ __all__ = [
     "evaluation_grid",
     "gain_table",
     "online_caption",
+    "online_for_paper",
     "paired_gain_table",
     "table2_for_paper",
     "online_table",
@@ -448,6 +449,18 @@ def online_caption(cfg: Config) -> str:
     return (
         f"Online MiniGUI: Task SR and Subgoal SR (%), mean and std over {cfg.eval.n_seeds} runs of {tasks} "
         f"({decoding}), at most {cfg.eval.max_turns} turns"
+    )
+
+
+def online_for_paper(summary: Mapping[str, float], row: str) -> pd.DataFrame:
+    """One model's online summary (:func:`summarize_online`) in AndroidLong Table 6's cells
+    (``row``, e.g. ``"SFT (no memory)"``; columns ``Task SR`` and ``Task SR std``, in %), as
+    :func:`guirl.report.paper_comparison` reads them."""
+    return pd.DataFrame(
+        [
+            {"row": row, "column": "Task SR", "ours": float(summary["task_sr"])},
+            {"row": row, "column": "Task SR std", "ours": float(summary["task_sr_std"])},
+        ]
     )
 
 

@@ -21,6 +21,8 @@ from guirl.actions import ActionType
 from guirl.data.schema import Episode, Step
 
 __all__ = [
+    "CCPO_TABLE1_ROWS",
+    "table1_for_paper",
     "action_label",
     "action_type_distribution",
     "category_distribution",
@@ -147,6 +149,37 @@ def split_summary(episodes: Iterable[Episode]) -> pd.DataFrame:
         for k, v in sorted(acc.items())
     ]
     return pd.DataFrame(rows, columns=["split", "n_tasks", "n_steps", "steps_per_task", "target_box_share"])
+
+
+#: CCPO Table 1's row for each data source this repository converts (MiniGUI has none).
+CCPO_TABLE1_ROWS = {
+    "androidcontrol": "AndroidControl",
+    "guiodyssey": "GUI-Odyssey",
+    "mind2web": "Mind2Web",
+    "aitw": "AITW",
+    "ccpo_androidcontrol": "AndroidControl",
+    "ccpo_guiodyssey": "GUI-Odyssey",
+    "ccpo_mind2web": "Mind2Web",
+}
+
+
+def table1_for_paper(episodes: Iterable[Episode], source: str) -> pd.DataFrame:
+    """Our data set in CCPO Table 1's cells (columns ``row``, ``column``, ``ours``, as
+    :func:`guirl.report.paper_comparison` reads them): ``Tasks`` (episodes) and ``Avg steps``
+    (steps per episode) under the paper's row for ``source`` (:data:`CCPO_TABLE1_ROWS`); an
+    empty frame for a source the table does not list (MiniGUI), so the comparison shows the
+    paper's rows alone."""
+    eps = list(episodes)
+    row = CCPO_TABLE1_ROWS.get(source)
+    if row is None or not eps:
+        return pd.DataFrame(columns=["row", "column", "ours"])
+    n_steps = sum(len(e.steps) for e in eps)
+    return pd.DataFrame(
+        [
+            {"row": row, "column": "Tasks", "ours": float(len(eps))},
+            {"row": row, "column": "Avg steps", "ours": n_steps / len(eps)},
+        ]
+    )
 
 
 def sample_steps(episodes: Sequence[Episode], n: int, seed: int = 0) -> list[tuple[Episode, Step]]:
