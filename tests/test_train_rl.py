@@ -385,7 +385,7 @@ def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profil
     assert (out / "checkpoint-2" / "engine.json").is_file()
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2]
-    reward = get_reward(cfg.rl.reward)
+    reward = get_reward(cfg.rl.reward or "ccpo")  # null: the grpo stage trains with CCPO's reward (stages/rl.py)
     for r in rows:
         assert set(LOG_FIELDS) <= set(r), set(LOG_FIELDS) - set(r)
         assert any(k.startswith("reward/") for k in r)  # the reward's components
