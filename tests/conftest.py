@@ -113,3 +113,24 @@ def minigui(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("minigui")
     build_minigui_dataset(out, n_tasks=8, seed=0, progress=False)
     return out
+
+
+def kill_after(cmd: list[str], marker: Path, timeout: float, what: str) -> None:
+    """Start a training stage's command (``prepare_stage``) in its own process group, wait until
+    ``marker`` (a checkpoint file) exists, then SIGKILL the group: the "killed midway" half of the
+    resume tests. Fails if the stage ends first or ``timeout`` seconds pass; ``what`` names the
+    checkpoint in the message."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while not marker.exists():
+            assert proc.poll() is None, f"the stage ended before its {what}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

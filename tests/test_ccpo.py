@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from conftest import kill_after
 from guirl.actions.types import Action, ActionType
 from guirl.config import load_config
 from guirl.methods.ccpo.config import CCPOSection, reward_config
@@ -473,16 +470,7 @@ def test_killed_ccpo_stage_resumes_with_the_same_state(tiny_model, minigui, tmp_
     ref = run_stage(cfg, "ccpo_3AO", output_dir=tmp_path / "ref", **kw)
     out = tmp_path / "killed"
     cmd = prepare_stage(cfg, "ccpo_3AO", output_dir=out, **kw)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 900
-    try:
-        while not (out / "checkpoint-1" / "engine.json").exists():
-            assert proc.poll() is None, "the stage ended before its step-1 checkpoint"
-            assert time.monotonic() < deadline, "no step-1 checkpoint within 900 s"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after(cmd, out / "checkpoint-1" / "engine.json", 900, "step-1 checkpoint")
     assert not (out / RESULT_FILE).exists()
     killed_at = int(last_checkpoint(out).name.removeprefix("checkpoint-"))
     assert killed_at in (1, 2)

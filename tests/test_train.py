@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import kill_after
 from guirl.config import load_config
 from guirl.train.launch import FINGERPRINT_FILE, TrainingFailed, prepare_stage, run_stage
 from guirl.train.sft import RESULT_FILE, training_args
@@ -73,16 +70,7 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
     out = tmp_path / "g"
     # start the stage the way run_stage does, then kill it midway
     cmd = prepare_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 300
-    try:
-        while not (out / "checkpoint-2" / "trainer_state.json").exists():
-            assert proc.poll() is None, "training ended before its first checkpoint"
-            assert time.monotonic() < deadline, "no checkpoint within 300 s"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after(cmd, out / "checkpoint-2" / "trainer_state.json", 300, "first checkpoint")
     assert not (out / RESULT_FILE).exists()  # killed midway: not finished
     result = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
     assert result["resumed_from"] is not None

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import kill_after
 from guirl.config import load_config
 from guirl.methods import get_reward
 from guirl.rewards.base import RewardResult
@@ -410,16 +409,7 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
     cmd = prepare_stage(
         cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False
     )
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 600
-    try:
-        while not (out / "checkpoint-2" / "engine.json").exists():
-            assert proc.poll() is None, "the stage ended before its step-2 checkpoint"
-            assert time.monotonic() < deadline, "no step-2 checkpoint within 600 s"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after(cmd, out / "checkpoint-2" / "engine.json", 600, "step-2 checkpoint")
     assert not (out / RESULT_FILE).exists()
     killed_at = int(last_checkpoint(out).name.removeprefix("checkpoint-"))
     assert killed_at in (2, 3)
