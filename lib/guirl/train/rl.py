@@ -64,6 +64,7 @@ from guirl.rewards.base import RewardResult
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
 from guirl.rollout.policy import derive_seed
+from guirl.train.data import read_jsonl
 
 if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
     from guirl.config import Config
@@ -269,15 +270,7 @@ def last_checkpoint(output_dir: Path) -> Path | None:
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     """Rows of an ``rl_log.jsonl`` (a bad line raises ``ValueError`` naming the file and line)."""
-    rows = []
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{i}: not valid JSON: {e}") from e
-    return rows
+    return read_jsonl(path)
 
 
 def _truncate_log(path: Path, last_step: int) -> None:
