@@ -31,6 +31,7 @@ count changed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -221,10 +222,8 @@ def _release_free_heap() -> None:
     """Hand memory that glibc ``malloc`` keeps cached back to the OS (``malloc_trim(0)``), so a
     call's resident-set growth shows its allocations even when an earlier call made them once
     already. No-op where there is no glibc."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no glibc: nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class _RssSampler(threading.Thread):

@@ -43,6 +43,7 @@ r"""CES (Coordinator-Executor-State tracker) outputs.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -89,19 +90,19 @@ _WORD_ACTIONS = (
 )
 
 
+#: What ``ast.literal_eval`` raises on text that is not a literal (or is too deep / too large).
+_LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, RecursionError, MemoryError)
+
+
 def _answer_literal(body: str) -> Any:
     """The answer as a Python literal: a list of dicts, a dict, or the prompt's unbraced
     ``['action': 'click', 'point': [x, y], ...]`` (read as the dict it means)."""
-    try:
+    with contextlib.suppress(*_LITERAL_ERRORS):  # not a literal as written: try the unbraced form
         return ast.literal_eval(body)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        pass
     b = body.strip()
     if b.startswith("[") and b.endswith("]") and not b[1:].lstrip().startswith(("{", "[")):
-        try:
+        with contextlib.suppress(*_LITERAL_ERRORS):
             return ast.literal_eval("{" + b[1:-1] + "}")
-        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-            pass
     raise FormatFail(f"answer is not a Python literal: {body[:80]!r}")
 
 
