@@ -285,11 +285,52 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     assert minigui_state(out.result.output.parents[2] / "data") == state["minigui"]
 
 
+def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.ccpo_study import ablation_runs, main_runs
+
+    cfg = check_saved_config_is_the_one_used(out)
+    n_main, n_ab, histories, splits = len(main_runs(cfg)), len(ablation_runs(cfg)), len(cfg.eval.histories), 3
+    stages = out.table("rl_stages", rows=n_main + n_ab)
+    assert all(s["steps"] == cfg.rl.max_steps and s["trained"] > 0 for s in stages)
+    rise = out.table("reward_rise", rows=n_main + n_ab)
+    for r in rise + out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits):
+        assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+    table2 = out.table("table2_step_metrics", rows=3 * histories)  # SFT, SO-RL, CCPO per history
+    assert {r["model"] for r in table2} == {"SFT", "SO-RL", "CCPO"}
+    assert in_range(table2, lambda k: k.endswith((" TM", " SR")), 0.0, 100.0) == len(table2) * splits * 2
+    for r in out.table("table2_vs_paper", rows=12):  # SFT, SO-RL, CCPO-3B-1AO / -3AO x TM, GR, SR
+        assert r["location"].startswith("CCPO Table 2") and r["paper"] is not None
+    t4 = out.table("table4_efficiency", rows=n_main)
+    for r in t4:
+        assert r["s/step"] > 0 and r["Token Length"] > 0 and r["Cost-model Speedup"] > 0
+        assert math.isclose(r["Token Ratio"], 1.0 / (1.0 - r["Compression Rate (%)"] / 100.0), rel_tol=1e-9)
+        if r["Model"] == "SO-RL":
+            assert r["Compression Rate (%)"] == 0.0 and r["Speedup"] == 1.0
+        else:  # CASC crops history screenshots: fewer tokens than the full history
+            assert 0.0 <= r["History Compression (%)"] < 100.0
+    assert len(out.table("table4_vs_paper")) == 14  # 3B rows: SO-RL 3 columns, CCPO 4, at 1AO and 3AO
+    t5 = out.table("table5_ablation", rows=4)
+    assert [r["row"] for r in t5] == ["SFT", "+ Semi-online", "+ CASC", "+ CASC + CR"]
+    assert math.isclose(t5[3]["SR delta"], t5[3]["SR"] - t5[2]["SR"], abs_tol=1e-9)
+    assert len(out.table("table5_vs_paper")) == 12
+    assert [r["row"] for r in out.table("table10_min_max", rows=3)] == ["SO-RL", "CCPO MIN", "CCPO"]
+    t11 = out.table("table11_rollouts", rows=1 + sum(r.tag.startswith("g") for r in ablation_runs(cfg)))
+    assert cfg.rl.group_size in [r["rollouts"] for r in t11] and in_range(t11, lambda k: k == "overall", 0, 100) == len(
+        t11
+    )
+    curve = out.figure("figure6_reward_vs_distance")
+    assert curve["r_acc"][0] == 1.0 and curve["r_acc"][-1] < curve["r_acc"][0]  # full credit at the target
+    for name in ("reward_kl_curves", "figure9_prompt_tokens"):
+        assert out.figure(name)["step"]
+    assert out.figure("roi_samples")["kind"]
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "00_data_prep": check_00_data_prep,
     "01_sft": check_01_sft,
+    "02_ccpo_rl": check_02_ccpo_rl,
 }
 
 

@@ -18,6 +18,10 @@
 * :func:`reward_curve`: the distance reward of CCPO Figure 6 for a config.
 * :func:`optimized_inference_history`: CASC at test time (CCPO Table 13) as the
   ``history_builder`` of :func:`guirl.evaluation.evaluate_offline` / ``evaluation_grid``.
+* :class:`RLRun` / :func:`main_runs` / :func:`ablation_runs` / :func:`run_rl_runs`: the grid
+  notebook 02 trains (SO-RL and CCPO per ``eval.histories`` setting; the ablations of Tables 5,
+  10 and 11 at ``ccpo.ablation_history``), :func:`rl_policies` their evaluation policies, and
+  :func:`ablation_table` / :func:`rollouts_table` the Table 5 / 10 / 11 layouts.
 * :func:`roi_samples` / :func:`plot_rois`: progressive rollouts of a policy on a few training
   episodes and the history screenshots with the aggregated ROIs drawn on them.
 """
@@ -51,6 +55,23 @@ __all__ = [
     "optimized_inference_history",
     "roi_samples",
     "plot_rois",
+    "RLRun",
+    "main_runs",
+    "ablation_runs",
+    "upstream_result",
+    "run_rl_runs",
+    "rl_policies",
+    "ablation_table",
+    "rollouts_table",
+    "stage_summary",
+    "plot_curves",
+    "reward_rise",
+    "paired_gains",
+    "conclusions",
+    "table10",
+    "paper_cells",
+    "plot_reward_curve",
+    "plot_prompt_tokens",
 ]
 
 #: The two RL methods notebook 02 compares, in table order.
@@ -414,5 +435,338 @@ def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, 
             ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False, lw=2, ec="yellow", zorder=4))
         ax.set_title(f"{rec.episode_id} step {rec.step}\n{rec.kind}", fontsize=8)
         ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- notebook 02's grid
+@dataclass(frozen=True)
+class RLRun:
+    """One RL stage of notebook 02: ``method`` (``semi_online`` / ``ccpo``) at ``history`` with
+    dotted config ``overrides``; ``name`` is its stage folder and ``label`` its row in the tables."""
+
+    method: str
+    history: str
+    label: str
+    tag: str = ""
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return stage_name(self.method, self.history, self.tag)
+
+
+def main_runs(cfg: Config) -> list[RLRun]:
+    """SO-RL and CCPO at every ``eval.histories`` setting (CCPO Tables 2 and 4), SO-RL first;
+    labels ``SO-RL`` / ``CCPO`` (the history setting is a column of the tables)."""
+    return [RLRun(m, h, LABELS[m]) for h in cfg.eval.histories for m in RL_METHODS]
+
+
+def ablation_runs(cfg: Config) -> list[RLRun]:
+    """The extra CCPO runs of the ablations at ``ccpo.ablation_history`` (none when it is null):
+    ``+CASC`` without the distance reward (Table 5, ``ccpo.distance_credit: false``), MIN-COMPRESS
+    (Table 10, ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
+    ``rl.group_size`` (Table 11; the main CCPO run is the ``rl.group_size`` row)."""
+    from guirl.methods.ccpo.rl import ccpo_section
+
+    sec = ccpo_section(cfg)
+    h = sec.ablation_history
+    if h is None:
+        return []
+    runs = [
+        RLRun("ccpo", h, "CCPO w/o CR", "nocr", (("ccpo.distance_credit", False),)),
+        RLRun("ccpo", h, "CCPO MIN", "min", (("ccpo.compress", "min"),)),
+    ]
+    runs += [
+        RLRun("ccpo", h, f"CCPO {g} rollouts", f"g{g}", (("rl.group_size", g),))
+        for g in sec.ablation_group_sizes
+        if g != cfg.rl.group_size
+    ]
+    return runs
+
+
+def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:
+    """The ``result.json`` of stage ``stage`` written by notebook ``notebook`` for this profile
+    (e.g. ``("01_sft", "sft")``); a ``FileNotFoundError`` naming the file and the make target
+    when that notebook has not run."""
+    import json
+
+    from guirl.paths import runs_dir
+
+    path = runs_dir(cfg.profile) / notebook / stage / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no {stage} result of notebook {notebook}; run `make nb-{notebook}` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_rl_runs(
+    cfg: Config,
+    runs: Sequence[RLRun],
+    *,
+    sft: Mapping[str, Any] | str | Path,
+    data_dir: Path,
+    run_dir: Path,
+    echo: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """:func:`run_rl_stage` for each run (all from the same SFT result; a finished stage is
+    reused), with a progress bar; ``{run.name: result}``."""
+    from tqdm.auto import tqdm
+
+    out: dict[str, dict[str, Any]] = {}
+    bar = tqdm(runs, desc="RL stages")
+    for run in bar:
+        bar.set_postfix_str(run.name)
+        out[run.name] = run_rl_stage(
+            cfg,
+            run.method,
+            run.history,
+            sft=sft,
+            data_dir=data_dir,
+            run_dir=run_dir,
+            overrides=dict(run.overrides),
+            tag=run.tag,
+            echo=echo,
+        )
+    return out
+
+
+def rl_policies(cfg: Config, runs: Sequence[RLRun], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``{run.label: builder}`` for :func:`guirl.evaluation.evaluation_grid` (one model in memory
+    at a time)."""
+    from guirl.evaluation import eval_policy
+
+    return {run.label: (lambda r=results[run.name]: eval_policy(cfg, r)) for run in runs}
+
+
+def _metric_cells(steps: pd.DataFrame, model: str, history: str, split: str) -> dict[str, float]:
+    row = steps[(steps["model"] == model) & (steps["history"] == history) & (steps["split"] == split)]
+    if row.empty:
+        raise KeyError(f"no step metrics for model {model!r}, history {history}, split {split}")
+    r = row.iloc[0]
+    return {k: float(r[k]) for k in ("TM", "GR", "SR")}
+
+
+def ablation_table(steps: pd.DataFrame, rows: Sequence[tuple[str, str]], *, history: str, split: str) -> pd.DataFrame:
+    """CCPO Table 5 layout: TM / GR / SR (%) of each ``(label, model)`` row on one split and
+    history setting, and the change against the row above (``... delta``, points); ``steps`` is
+    :func:`guirl.evaluation.step_metrics`' frame."""
+    out = []
+    prev: dict[str, float] | None = None
+    for label, model in rows:
+        cells = _metric_cells(steps, model, history, split)
+        row: dict[str, Any] = {"row": label, "model": model, **cells}
+        for k in ("TM", "GR", "SR"):
+            row[f"{k} delta"] = math.nan if prev is None else cells[k] - prev[k]
+        out.append(row)
+        prev = cells
+    return pd.DataFrame(out)
+
+
+def rollouts_table(
+    steps: pd.DataFrame, rows: Mapping[int, str], *, history: str, splits: Sequence[str], metric: str = "SR"
+) -> pd.DataFrame:
+    """CCPO Table 11 layout: ``metric`` (%) per split (and the step-weighted overall) for each
+    rollout count ``{group_size: model}``."""
+    out = []
+    for g, model in sorted(rows.items()):
+        row: dict[str, Any] = {"rollouts": g, "model": model}
+        n_tot = 0.0
+        acc = 0.0
+        for split in splits:
+            sel = steps[(steps["model"] == model) & (steps["history"] == history) & (steps["split"] == split)]
+            if sel.empty:
+                raise KeyError(f"no step metrics for model {model!r}, history {history}, split {split}")
+            r = sel.iloc[0]
+            row[split] = float(r[metric])
+            n = float(r["n_counted"]) if metric == "SR" else float(r["n"])
+            n_tot += n
+            acc += n * float(r[metric])
+        row["overall"] = acc / n_tot if n_tot else math.nan
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def stage_summary(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per RL stage: steps, samples generated and trained, training seconds, and the
+    step it resumed from (``None``: trained from the start in this run or reused finished)."""
+    return pd.DataFrame(
+        [
+            {
+                "stage": name,
+                "steps": r.get("global_step"),
+                "generated": r.get("samples_generated"),
+                "trained": r.get("samples_trained"),
+                "seconds": r.get("train_seconds"),
+                "resumed_from": r.get("resumed_from"),
+            }
+            for name, r in results.items()
+        ]
+    )
+
+
+def plot_curves(curves: pd.DataFrame, columns: Sequence[str] = ("reward", "kl")):
+    """One panel per column of :func:`rl_curves`' long table, one line per (method, history)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(columns), figsize=(5 * len(columns), 3.2), squeeze=False)
+    for ax, col in zip(axes[0], columns):
+        for (method, history), df in curves.groupby(["method", "history"], sort=False):
+            ax.plot(df["step"], df[col], marker=".", label=f"{method} {history}")
+        ax.set_xlabel("RL step")
+        ax.set_title(col)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def reward_rise(
+    results: Mapping[str, Mapping[str, Any]],
+    names: Sequence[str] | None = None,
+    *,
+    window: int,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Whether RL moved the reward: per stage, mean reward of the last ``window`` steps minus the
+    first ``window`` (``diff``), with a 95% percentile bootstrap interval resampling the steps of
+    each window (``lo`` / ``hi``), ``resolved`` when it excludes 0. Rewards in the method's own
+    units (SO-RL and CCPO rewards differ in scale). Needs ``2 * window`` logged steps."""
+    if window < 1:
+        raise ValueError(f"window={window}: need at least 1 step per window")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in names if names is not None else list(results):
+        r = rl_log(results[name])["reward"].to_numpy(float)
+        if len(r) < 2 * window:
+            raise ValueError(f"stage {name}: {len(r)} logged steps, need {2 * window} for window={window}")
+        first, last = r[:window], r[-window:]
+        boot = last[rng.integers(0, window, (n_boot, window))].mean(1) - first[
+            rng.integers(0, window, (n_boot, window))
+        ].mean(1)
+        lo, hi = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
+        rows.append(
+            {
+                "stage": name,
+                "first": float(first.mean()),
+                "last": float(last.mean()),
+                "diff": float(last.mean() - first.mean()),
+                "lo": lo,
+                "hi": hi,
+                "resolved": bool(lo > 0 or hi < 0),
+                "window": window,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def paired_gains(
+    cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]], metric: str = "exact"
+) -> pd.DataFrame:
+    """:func:`guirl.evaluation.paired_gain_table` for each ``(baseline, model)`` pair, stacked:
+    columns ``baseline``, ``model``, ``split``, ``history``, ``baseline SR`` / ``model SR`` (%),
+    ``diff`` / ``lo`` / ``hi`` (points), ``resolved``, ``verdict``, ``n_seeds``, ``n_steps``."""
+    from guirl.evaluation import paired_gain_table
+
+    frames = []
+    for base, model in pairs:
+        t = paired_gain_table(cfg, records, baseline=base, model=model, metric=metric)
+        t = t.rename(columns={base: "baseline SR", model: "model SR"})
+        t.insert(0, "model", model)
+        t.insert(0, "baseline", base)
+        frames.append(t)
+    return pd.concat(frames, ignore_index=True)
+
+
+def conclusions(gains: pd.DataFrame) -> str:
+    """One sentence per row of :func:`paired_gains`, worded only from its interval (``verdict``):
+    "higher" / "lower" when resolved, else "not resolved" with the interval."""
+    lines = []
+    for r in gains.to_dict(orient="records"):
+        where = f"{r['split']} {r['history']}"
+        span = f"{r['diff']:+.1f} points, 95% interval [{r['lo']:+.1f}, {r['hi']:+.1f}]"
+        if r["verdict"] == "B > A":
+            lines.append(f"{r['model']} has a higher step SR than {r['baseline']} on {where} ({span}).")
+        elif r["verdict"] == "B < A":
+            lines.append(f"{r['model']} has a lower step SR than {r['baseline']} on {where} ({span}).")
+        else:
+            lines.append(f"{r['model']} vs {r['baseline']} on {where}: not resolved ({span}).")
+    return "\n".join(lines)
+
+
+def table10(
+    steps: pd.DataFrame, t4: pd.DataFrame, *, history: str, split: str, models: Mapping[str, str]
+) -> pd.DataFrame:
+    """CCPO Table 10 layout at one history setting: for each ``{table4 label: step-metrics model}``
+    (e.g. ``{"SO-RL": "SO-RL", "CCPO MIN": "CCPO MIN", "CCPO": "CCPO"}``), TM / GR / SR (%) on
+    ``split`` beside the compression rate (%), seconds per RL step and the speedup of :func:`table4`'s
+    row (``t4`` measured with SO-RL as the baseline)."""
+    rows = []
+    for label, model in models.items():
+        eff = t4[(t4["Model"] == label) & (t4["History Length"] == history)]
+        if len(eff) != 1:
+            raise KeyError(f"table10: no single Table 4 row for {label!r} at {history}")
+        e = eff.iloc[0]
+        rows.append(
+            {
+                "row": label,
+                **_metric_cells(steps, model, history, split),
+                "Compression Rate (%)": float(e["Compression Rate (%)"]),
+                "s/step": float(e["s/step"]),
+                "Speedup": float(e["Speedup"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def paper_cells(
+    df: pd.DataFrame, *, key: str, rows: Mapping[Any, str], columns: Mapping[str, str], table: str | None = None
+) -> pd.DataFrame:
+    """Our cells as :func:`guirl.report.paper_comparison` reads them: for each row of ``df``
+    whose ``key`` value is in ``rows`` (our value -> the paper's row name) and each ``columns``
+    entry (our column -> the paper's column), one ``row`` / ``column`` / ``ours`` record (plus
+    ``table`` when given). A value of ``rows`` missing from ``df`` is an error."""
+    have = set(df[key])
+    missing = [k for k in rows if k not in have]
+    if missing:
+        raise KeyError(f"paper_cells: no row with {key} in {missing} (have {sorted(map(str, have))})")
+    out = []
+    for rec in df.to_dict(orient="records"):
+        if rec[key] not in rows:
+            continue
+        for ours_col, paper_col in columns.items():
+            cell = {"row": rows[rec[key]], "column": paper_col, "ours": float(rec[ours_col])}
+            if table is not None:
+                cell = {"table": table, **cell}
+            out.append(cell)
+    return pd.DataFrame(out)
+
+
+def plot_reward_curve(curve: pd.DataFrame):
+    """CCPO Figure 6 from :func:`reward_curve`: ``r_acc`` and the step reward vs the normalised
+    distance to the target."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(curve["distance"], curve["r_acc"], label="accuracy credit r_acc")
+    ax.plot(curve["distance"], curve["reward"], label="step reward (format + type + credit)")
+    ax.set_xlabel("normalised distance to the target")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_prompt_tokens(curves: pd.DataFrame):
+    """CCPO Figure 9: mean prompt tokens per trained sample over RL steps, one line per
+    (method, history); CCPO's uncompressed length (``prompt_tokens_full``) dashed when logged."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for (method, history), df in curves.groupby(["method", "history"], sort=False):
+        (line,) = ax.plot(df["step"], df["prompt_tokens"], marker=".", label=f"{method} {history}")
+        if "prompt_tokens_full" in df and df["prompt_tokens_full"].notna().any() and method != LABELS["semi_online"]:
+            ax.plot(df["step"], df["prompt_tokens_full"], ls="--", color=line.get_color(), alpha=0.6)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("prompt tokens per sample")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

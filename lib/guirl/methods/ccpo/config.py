@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from guirl.configbase import Section
 from guirl.methods.ccpo.casc import DEFAULT_MARGIN_PX, DEFAULT_MIN_SIZE_PX
@@ -31,7 +31,9 @@ class CCPOSection(Section):
     corners join the aggregated coordinates. ``coordinate_steps``: which history steps are
     cropped: ``gt`` (the annotated action is a coordinate action, the paper) or ``any`` (any
     source has a point, the released code). ``scroll_is_coordinate``: scroll is a coordinate
-    action (Sec. 3.3) for CASC and the reward.
+    action (Sec. 3.3) for CASC and the reward. ``ablation_history`` / ``ablation_group_sizes``:
+    the setting and the rollout counts of notebook 02's ablations (Tables 5, 10, 11); they do not
+    change training.
     """
 
     compress: Literal["max", "min", "none"] = "max"  # CCPO App. A.4: MAX-COMPRESS in the main paper
@@ -43,6 +45,24 @@ class CCPOSection(Section):
     include_candidates: bool = True  # CCPO Sec. 3.3 Action Tracking: bounding boxes "if present"
     coordinate_steps: Literal["gt", "any"] = "gt"  # CCPO Sec. 3.3 / App. A.4; "any": released code
     scroll_is_coordinate: bool = True  # CCPO Sec. 3.3: "we treat scroll as a coordinate action"
+    # Notebook 02's ablation grid (guirl.ccpo_study.ablation_runs), all at one history setting:
+    # Table 5 (+CASC without the distance reward), Table 10 (MIN-COMPRESS) and Table 11 (rollouts).
+    ablation_history: str | None = "3AO"  # CCPO Table 11 rows are 3AO (Table 5 does not say); null: none
+    ablation_group_sizes: list[int] = Field(default_factory=lambda: [2, 4, 8, 12, 16])  # CCPO Table 11
+
+    @field_validator("ablation_history")
+    @classmethod
+    def _history_tag(cls, value: str | None) -> str | None:
+        if value is not None and not (value[:-2].isdigit() and value.endswith("AO") and int(value[:-2]) >= 1):
+            raise ValueError(f"{value!r} is not a history tag; use e.g. 1AO or 3AO, or null for no ablations")
+        return value
+
+    @field_validator("ablation_group_sizes")
+    @classmethod
+    def _group_sizes(cls, value: list[int]) -> list[int]:
+        if any(g < 2 for g in value):
+            raise ValueError(f"{value}: a GRPO group needs at least 2 rollouts")
+        return value
 
 
 def reward_config(section: CCPOSection) -> CCPOConfig:
