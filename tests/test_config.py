@@ -448,7 +448,7 @@ def test_unregistered_name_is_rejected_with_a_fix(key: str, bad: str, hint: str)
 
 # ---------------------------------------------------------------------------------- method sections
 def _toy_schema(section: type | None = None):
-    """A schema whose 'ccpo' method carries a section defined here (the shipped methods have none)."""
+    """A schema whose 'androidlong' method carries a toy section defined here (the tiny profile sets no androidlong section)."""
     import dataclasses
     from typing import Annotated
 
@@ -464,10 +464,12 @@ def _toy_schema(section: type | None = None):
         reward: Annotated[str, Registered("reward")] = "ccpo"
         judge_format: Annotated[str | None, Registered("format")] = None
 
-    methods = [  # the toy section for ccpo, no section for the others
-        dataclasses.replace(m, config_section=section or ToySection if m.name == "ccpo" else None)
-        for m in guirl.methods.all_methods()
-    ]
+    def toy(m):  # the toy section for androidlong, none for ces, the shipped ones for the others
+        if m.name == "androidlong":
+            return section or ToySection
+        return None if m.name == "ces" else m.config_section
+
+    methods = [dataclasses.replace(m, config_section=toy(m)) for m in guirl.methods.all_methods()]
     return config_class(methods)
 
 
@@ -484,18 +486,20 @@ def test_method_section_is_added_and_optional(tmp_path: Path) -> None:
     from guirl.config import registered_fields
 
     schema = _toy_schema()
-    assert "ccpo" in schema.model_fields and "ces" not in schema.model_fields
+    assert "androidlong" in schema.model_fields and "ces" not in schema.model_fields
     plain = load_config("tiny", schema=schema)
-    assert plain.ccpo is None  # optional: absent unless a file or override sets it
-    with pytest.raises(ConfigError, match=re.escape("config: ccpo: section not set; add `ccpo: {}`")):
-        plain.method_section("ccpo")
+    assert plain.androidlong is None  # optional: absent unless a file or override sets it
+    with pytest.raises(ConfigError, match=re.escape("config: androidlong: section not set; add `androidlong: {}`")):
+        plain.method_section("androidlong")
     with pytest.raises(ConfigError, match="no config section for method 'ces'"):
         plain.method_section("ces")
-    cfg = load_config("tiny", overrides={"ccpo": {}}, schema=schema)  # `ccpo: {}`: the defaults
-    assert cfg.method_section("ccpo").kl_coef == 0.04 and cfg.ccpo.reward == "ccpo"
-    cfg = load_config("tiny", overrides=["ccpo.kl_coef=0.1", "ccpo.judge_format=uitars"], schema=schema)
-    assert cfg.ccpo.kl_coef == 0.1 and cfg.ccpo.judge_format == "uitars" and cfg.ccpo.group_size == 8
-    assert registered_fields(schema)["ccpo.reward"] == "reward"
+    cfg = load_config("tiny", overrides={"androidlong": {}}, schema=schema)  # `androidlong: {}`: the defaults
+    assert cfg.method_section("androidlong").kl_coef == 0.04 and cfg.androidlong.reward == "ccpo"
+    cfg = load_config("tiny", overrides=["androidlong.kl_coef=0.1", "androidlong.judge_format=uitars"], schema=schema)
+    assert (
+        cfg.androidlong.kl_coef == 0.1 and cfg.androidlong.judge_format == "uitars" and cfg.androidlong.group_size == 8
+    )
+    assert registered_fields(schema)["androidlong.reward"] == "reward"
     assert load_config(cfg.save(tmp_path / "c.yaml"), schema=schema) == cfg  # saved and loaded back
 
 
@@ -504,19 +508,29 @@ def test_method_section_rewards_enumerate_the_reward_registry() -> None:
 
     schema = _toy_schema()
     for name in guirl.methods.reward_names():  # every registered reward is selectable
-        assert load_config("tiny", overrides=[f"ccpo.reward={name}"], schema=schema).ccpo.reward == name
+        assert load_config("tiny", overrides=[f"androidlong.reward={name}"], schema=schema).androidlong.reward == name
     with pytest.raises(ConfigError) as err:
-        load_config("tiny", overrides=["ccpo.reward=ccp"], schema=schema)
-    assert str(err.value).startswith("override ccpo.reward=ccp: ccpo.reward: 'ccp' is not registered; did you mean")
+        load_config("tiny", overrides=["androidlong.reward=ccp"], schema=schema)
+    assert str(err.value).startswith(
+        "override androidlong.reward=ccp: androidlong.reward: 'ccp' is not registered; did you mean"
+    )
     assert "registered rewards" in str(err.value)
 
 
 @pytest.mark.parametrize(
     "override, key, hint",
     [
-        ("ccpo.kl_coeff=0.1", "ccpo.kl_coeff", "did you mean 'ccpo.kl_coef'?"),  # a typo in a method section
-        ("ccpo.kl_coef=-1", "ccpo.kl_coef", "greater than or equal to 0"),  # a bound of the section
-        ("ccpo.judge_format=nope", "ccpo.judge_format", "registered output formats"),  # optional registered field
+        (
+            "androidlong.kl_coeff=0.1",
+            "androidlong.kl_coeff",
+            "did you mean 'androidlong.kl_coef'?",
+        ),  # a typo in a method section
+        ("androidlong.kl_coef=-1", "androidlong.kl_coef", "greater than or equal to 0"),  # a bound of the section
+        (
+            "androidlong.judge_format=nope",
+            "androidlong.judge_format",
+            "registered output formats",
+        ),  # optional registered field
     ],
 )
 def test_method_section_errors_name_the_key(override: str, key: str, hint: str) -> None:
@@ -529,8 +543,8 @@ def test_method_section_errors_name_the_key(override: str, key: str, hint: str) 
 def test_method_section_config_pickles() -> None:
     import pickle
 
-    cfg = load_config("tiny", overrides={"ccpo": {"reward": "guir1"}}, schema=_toy_schema())
-    assert pickle.loads(pickle.dumps(cfg.ccpo)) == cfg.ccpo
+    cfg = load_config("tiny", overrides={"androidlong": {"reward": "guir1"}}, schema=_toy_schema())
+    assert pickle.loads(pickle.dumps(cfg.androidlong)) == cfg.androidlong
 
 
 @pytest.mark.parametrize(
@@ -578,8 +592,17 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     assert (smoke.sft.max_steps, smoke.grounding.max_steps, smoke.eval.n_seeds) == (2, 2, 1)
     assert (smoke.data.n_train_tasks, smoke.data.n_test_tasks) == (6, 12)
     changed = {k.split(".")[0] for k, v in smoke.to_flat().items() if full.to_flat()[k] != v}
-    assert changed == {"data", "grounding", "sft", "eval"}
+    # budgets only: sizes, steps and the ablation grid of notebook 02 (ccpo.ablation_*), profiling repeats
+    assert (
+        {"data", "grounding", "sft", "eval", "rl"}
+        <= changed
+        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis"}
+    )
+    assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full.to_flat()[k]} <= {
+        "ccpo.ablation_group_sizes"
+    }
     assert smoke.model == full.model and smoke.sft.learning_rate == full.sft.learning_rate
+    assert smoke.rl.max_steps == 2 and smoke.rl.learning_rate == full.rl.learning_rate
 
 
 def test_merge_order_with_overlays(tmp_path: Path) -> None:
