@@ -325,12 +325,44 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     assert out.figure("roi_samples")["kind"]
 
 
+def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> None:
+    cfg = check_saved_config_is_the_one_used(out)
+    models = ["SFT", "SO-RL", "CCPO", "CCPO (full history)"]  # CCPO: CASC-cropped history as at inference
+    shares = ("box_share", "roi_share", "current_share", "image_share")
+    per_step = out.table("attention_per_step")
+    n_steps = len(per_step) // len(models)
+    assert n_steps >= 1 and len(per_step) == n_steps * len(models)
+    assert n_steps <= 3 * cfg.analysis.attention_steps  # at most attention_steps per test split
+    assert [r["model"] for r in per_step[::n_steps]] == models
+    in_range(per_step, lambda k: k in shares, 0.0, 1.0)
+    summary = out.table("attention_shares", rows=len(models) * len(shares))
+    for r in summary:  # mean with its 95% interval over the steps where the share is defined
+        assert r["n"] == 0 or r["lo"] <= r["mean"] <= r["hi"], r
+    in_range(summary, lambda k: k in ("mean", "lo", "hi"), 0.0, 1.0)
+    cropped = [r for r in summary if r["model"] == "CCPO" and r["share"] == "roi_share" and r["n"] > 0]
+    assert all(r["mean"] == 1.0 for r in cropped)  # a CASC crop is its own ROI
+    paired = out.table("attention_paired", rows=lambda n: 1 <= n <= 4 * len(shares))
+    for p in paired:  # B - A in points over the same steps; the mark agrees with the interval
+        assert p["B"].startswith("CCPO") and p["A"] in ("SFT", "SO-RL")
+        assert p["lo"] <= p["diff"] <= p["hi"] and p["resolved"] == (p["lo"] > 0 or p["hi"] < 0)
+        assert -100.0 <= p["diff"] <= 100.0 and 1 <= p["n_steps"] <= n_steps
+    assert out.figure("attention_shares_chart")["model"]
+    overlay = out.figure("attention_overlay")
+    assert list(overlay["models"]) == models and overlay["columns"][-1] == overlay["step"][2]
+    for row in overlay["models"].values():
+        assert len(row["panels"]) == len(overlay["columns"]) and row["panels"][-1] is not None  # current shown
+        for panel in filter(None, row["panels"]):
+            cells = [v for line in panel["map"] for v in line]  # a (rows, cols) grid of attention shares
+            assert len({len(line) for line in panel["map"]}) == 1 and min(cells) >= 0 and sum(cells) <= 1.0 + 1e-6
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "00_data_prep": check_00_data_prep,
     "01_sft": check_01_sft,
     "02_ccpo_rl": check_02_ccpo_rl,
+    "06_attention_visualization": check_06_attention_visualization,
 }
 
 

@@ -23,12 +23,16 @@ class AnalysisConfig(Section):
     (``tokenizer.json`` / ``tokenizer_config.json``, e.g. a Qwen2.5-VL-3B-Instruct checkpoint
     folder; relative to the repository root) used beside the repository's own tokenizer to count
     tokens per action; ``null`` skips that column (nothing is ever downloaded).
+    ``attention_steps``: attention maps are taken on the first ``attention_steps`` steps of each
+    test split (episode order; ``null``: every step), the same steps for every model compared
+    (notebook 06; one greedy generation plus one eager forward per step and model).
     """
 
     warmup: int = Field(default=1, ge=0)
     repeats: int = Field(default=5, ge=1)
     attention_layers: list[int] | None = None
     tokenizer_path: str | None = None
+    attention_steps: int | None = Field(default=60, ge=1)
 
     @field_validator("attention_layers")
     @classmethod
