@@ -128,7 +128,7 @@ BOX = (0.0, 0.0, 0.5, 0.5)
             [S.ShownImage("current", 0, BOX)],
             [np.array([[0.4, 0.0], [0.0, 0.0]])],
             "click",
-            {"image_share": 0.4, "current_share": 1.0, "box_share": 1.0, "roi_share": math.nan},
+            {"image_share": 0.4, "current_share": 1.0, "box_share": 1.0, "box_area": 0.25, "roi_share": math.nan},
         ),
         # a history screenshot with 0.3 left / 0.1 right of its ROI (the left half) and a current
         # screenshot with 0.1 in the box and 0.3 outside
@@ -136,7 +136,7 @@ BOX = (0.0, 0.0, 0.5, 0.5)
             [S.ShownImage("history", 0, HALF), S.ShownImage("current", 1, BOX)],
             [np.array([[0.3, 0.1]]), np.array([[0.1, 0.0], [0.3, 0.0]])],
             "long_press",
-            {"image_share": 0.8, "current_share": 0.5, "box_share": 0.25, "roi_share": 0.75},
+            {"image_share": 0.8, "current_share": 0.5, "box_share": 0.25, "box_area": 0.25, "roi_share": 0.75},
         ),
         # a type step: the box share is undefined even with a box; a history screenshot without
         # an ROI counts outside (0.2 inside of 0.4 history mass)
@@ -144,14 +144,14 @@ BOX = (0.0, 0.0, 0.5, 0.5)
             [S.ShownImage("history", 0, None), S.ShownImage("history", 1, HALF), S.ShownImage("current", 2, BOX)],
             [np.array([[0.1, 0.1]]), np.array([[0.2, 0.0]]), np.array([[0.2]])],
             "type",
-            {"image_share": 0.6, "current_share": 1 / 3, "box_share": math.nan, "roi_share": 0.5},
+            {"image_share": 0.6, "current_share": 1 / 3, "box_share": math.nan, "box_area": math.nan, "roi_share": 0.5},
         ),
         # a cropped history (its ROI is the whole image) scores 1 by construction
         (
             [S.ShownImage("history", 0, S.WHOLE, True), S.ShownImage("current", 1, BOX)],
             [np.array([[0.05, 0.05]]), np.array([[0.0, 0.2], [0.0, 0.0]])],
             "click",
-            {"image_share": 0.3, "current_share": 2 / 3, "box_share": 0.0, "roi_share": 1.0},
+            {"image_share": 0.3, "current_share": 2 / 3, "box_share": 0.0, "box_area": 0.25, "roi_share": 1.0},
         ),
     ],
 )
@@ -188,7 +188,7 @@ def test_shares_lie_in_the_unit_interval(hist, cur, box) -> None:
 def _rows(values: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"model": m, "split": "s", "episode_id": "e", "step": i, **{k: v for k in S.SHARES}}
+            {"model": m, "split": "s", "episode_id": "e", "step": i, **{k: v for k in S.SUMMARY}}
             for m, vs in values.items()
             for i, v in enumerate(vs)
         ]
@@ -198,7 +198,7 @@ def _rows(values: dict[str, list[float]]) -> pd.DataFrame:
 def test_share_summary_means_lie_in_their_intervals() -> None:
     rows = _rows({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.5, 0.5, math.nan, 0.7]})
     df = S.share_summary(rows, n_boot=200)
-    assert len(df) == 2 * len(S.SHARES)
+    assert len(df) == 2 * len(S.SUMMARY)
     a = df[(df["model"] == "A") & (df["share"] == "box_share")].iloc[0]
     b = df[(df["model"] == "B") & (df["share"] == "box_share")].iloc[0]
     assert a["mean"] == pytest.approx(0.25) and a["n"] == 4

@@ -328,7 +328,7 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
 def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> None:
     cfg = check_saved_config_is_the_one_used(out)
     models = ["SFT", "SO-RL", "CCPO", "CCPO (full history)"]  # CCPO: CASC-cropped history as at inference
-    shares = ("box_share", "roi_share", "current_share", "image_share")
+    shares = ("box_share", "box_area", "roi_share", "current_share", "image_share")  # box_area: chance level
     per_step = out.table("attention_per_step")
     n_steps = len(per_step) // len(models)
     assert n_steps >= 1 and len(per_step) == n_steps * len(models)
@@ -341,7 +341,7 @@ def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> Non
     in_range(summary, lambda k: k in ("mean", "lo", "hi"), 0.0, 1.0)
     cropped = [r for r in summary if r["model"] == "CCPO" and r["share"] == "roi_share" and r["n"] > 0]
     assert all(r["mean"] == 1.0 for r in cropped)  # a CASC crop is its own ROI
-    paired = out.table("attention_paired", rows=lambda n: 1 <= n <= 4 * len(shares))
+    paired = out.table("attention_paired", rows=lambda n: 1 <= n <= 4 * 4)  # 4 pairs x 4 model-dependent shares
     for p in paired:  # B - A in points over the same steps; the mark agrees with the interval
         assert p["B"].startswith("CCPO") and p["A"] in ("SFT", "SO-RL")
         assert p["lo"] <= p["diff"] <= p["hi"] and p["resolved"] == (p["lo"] > 0 or p["hi"] < 0)

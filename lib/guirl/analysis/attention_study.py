@@ -18,6 +18,8 @@ The pieces notebook 06 puts together, each usable alone:
   - ``box_share``: the share of the current screenshot's attention inside the target box
     (:func:`guirl.analysis.attention.mass_inside`; cells partly inside count by area), for
     steps whose annotated action is a click or long press with a target box, ``nan`` otherwise;
+    ``box_area``, on the same steps, is the box's share of the screen's area: the ``box_share``
+    of attention spread evenly (chance level);
   - ``roi_share``: the share of the history screenshots' attention inside their ROIs (a shown
     history screenshot without an ROI counts entirely outside), for steps that show at least one
     history screenshot with an ROI, ``nan`` otherwise. A CASC crop *is* its ROI, so a model that
@@ -61,6 +63,7 @@ __all__ = [
     "share_row",
     "attention_over_steps",
     "SHARES",
+    "SUMMARY",
     "share_summary",
     "paired_shares",
     "example_step",
@@ -202,7 +205,7 @@ def attention_steps(
 
 
 def attention_shares(maps: Sequence[np.ndarray], step: AttentionStep) -> dict[str, float]:
-    """``image_share``, ``current_share``, ``box_share``, ``roi_share`` of one step (module doc);
+    """``image_share``, ``current_share``, ``box_share``, ``box_area``, ``roi_share`` of one step (module doc);
     ``maps[i]`` is image ``i``'s ``(rows, cols)`` map (shares of the queries' attention).
     Undefined shares are ``nan``."""
     if len(maps) != len(step.images):
@@ -211,9 +214,10 @@ def attention_shares(maps: Sequence[np.ndarray], step: AttentionStep) -> dict[st
     total = sum(masses)
     nan = float("nan")
     current = step.images[-1]
-    box = nan
+    box = area = nan
     if step.action_type in BOX_ACTION_TYPES and current.region is not None:
         box = mass_inside(maps[-1], current.region)
+        area = mass_inside(np.ones_like(np.asarray(maps[-1], dtype=float)), current.region)
     hist = [(m, s, im) for m, s, im in zip(maps[:-1], masses[:-1], step.images[:-1])]
     roi = nan
     if any(im.region is not None for _, _, im in hist):
@@ -224,6 +228,7 @@ def attention_shares(maps: Sequence[np.ndarray], step: AttentionStep) -> dict[st
         "image_share": total,
         "current_share": masses[-1] / total if total > 0 else nan,
         "box_share": box,
+        "box_area": area,
         "roi_share": roi,
     }
 
@@ -293,12 +298,14 @@ def share_row(model: str, att: StepAttention) -> dict[str, Any]:
     }
 
 
-#: The per-step shares of :func:`attention_shares`, in table order.
+#: The per-step shares of :func:`attention_shares` that depend on the model, in table order.
 SHARES = ("box_share", "roi_share", "current_share", "image_share")
+#: :func:`share_summary`'s default: the shares and the chance level of ``box_share``.
+SUMMARY = ("box_share", "box_area", "roi_share", "current_share", "image_share")
 
 
 def share_summary(
-    rows: pd.DataFrame, *, shares: Sequence[str] = SHARES, n_boot: int = 1000, seed: int = 0
+    rows: pd.DataFrame, *, shares: Sequence[str] = SUMMARY, n_boot: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
     """Per model (order of first appearance) and share: the number of steps where it is defined
     (``n``), its ``mean`` and 95% percentile bootstrap interval ``lo`` / ``hi`` over those steps
