@@ -204,10 +204,15 @@ def attention_steps(
     return out
 
 
+def _unit(x: float) -> float:
+    return min(1.0, max(0.0, float(x)))
+
+
 def attention_shares(maps: Sequence[np.ndarray], step: AttentionStep) -> dict[str, float]:
     """``image_share``, ``current_share``, ``box_share``, ``box_area``, ``roi_share`` of one step (module doc);
     ``maps[i]`` is image ``i``'s ``(rows, cols)`` map (shares of the queries' attention).
-    Undefined shares are ``nan``."""
+    Undefined shares are ``nan``; ratios are clipped to [0, 1] against rounding (a crop's
+    ``roi_share`` would otherwise come out as 1 + 2e-16)."""
     if len(maps) != len(step.images):
         raise ValueError(f"{len(maps)} maps for the {len(step.images)} images of step {step.key}")
     masses = [float(np.asarray(m, dtype=float).sum()) for m in maps]
@@ -223,10 +228,10 @@ def attention_shares(maps: Sequence[np.ndarray], step: AttentionStep) -> dict[st
     if any(im.region is not None for _, _, im in hist):
         hist_mass = sum(s for _, s, _ in hist)
         inside = sum(mass_inside(m, im.region) * s for m, s, im in hist if im.region is not None and s > 0)
-        roi = inside / hist_mass if hist_mass > 0 else nan
+        roi = _unit(inside / hist_mass) if hist_mass > 0 else nan
     return {
         "image_share": total,
-        "current_share": masses[-1] / total if total > 0 else nan,
+        "current_share": _unit(masses[-1] / total) if total > 0 else nan,
         "box_share": box,
         "box_area": area,
         "roi_share": roi,
