@@ -214,3 +214,25 @@ def test_profiling_and_attention_agree_on_the_eager_switch(tiny) -> None:
     with P.eager_attention(model):
         assert model.config._attn_implementation == "eager"
     assert model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize(
+    "tail, n_queries",
+    [
+        ([7, 8, "pad", 9], 2),  # a generated <|image_pad|> ends the action: two queries before it
+        (["pad", 7], 1),  # nothing before it: the prompt's last position is the query
+    ],
+)
+def test_action_attention_stops_at_a_generated_image_placeholder(tiny, monkeypatch, tail, n_queries) -> None:
+    # An undertrained model may generate <|image_pad|>; a forward pass with it fails ("image features and
+    # image tokens do not match"), so the action must end before it.
+    processor, model = tiny
+    enc = _prompt(processor, [Image.new("RGB", (56, 56), (9, 90, 9))])
+    pad = _pad_id(processor)
+    ids = torch.tensor([[pad if t == "pad" else t for t in tail]])
+    monkeypatch.setattr(model, "generate", lambda **kw: torch.cat([kw["input_ids"], ids], dim=1))
+    result = A.action_attention(model, processor, enc, max_new_tokens=4)
+    p_len = enc["input_ids"].shape[1]
+    assert len(result.query_positions) == n_queries and pad not in result.token_ids
+    assert result.query_positions == (list(range(p_len, p_len + 2)) if n_queries == 2 else [p_len - 1])
+    assert result.maps[0].shape == (2, 2) and 0.0 < float(result.maps[0].sum()) <= 1.0 + 1e-6

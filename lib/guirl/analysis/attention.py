@@ -211,7 +211,10 @@ def action_attention(
 
     The generated tokens (up to and excluding EOS; all of them if that leaves none) are the
     queries: prompt and action are run forward once more, and the attention *from* each action
-    token position is averaged (:func:`attention_maps`).
+    token position is averaged (:func:`attention_maps`). A generated image / video placeholder
+    token (an undertrained model can emit ``<|image_pad|>``) ends the action there: it has no
+    image features, so the forward pass could not take it. When nothing is left, the query is
+    the prompt's last position (the one that predicted the first action token).
     """
     if int(inputs["input_ids"].shape[0]) != 1:
         raise ValueError("action_attention takes a one-row prompt batch")
@@ -220,6 +223,8 @@ def action_attention(
         out = model.generate(**{k: inputs[k] for k in keys}, max_new_tokens=max_new_tokens, do_sample=False)
     p_len = int(inputs["input_ids"].shape[1])
     gen = out[0, p_len:].tolist()
+    placeholders = {getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")} - {None}
+    gen = gen[: next((i for i, t in enumerate(gen) if t in placeholders), len(gen))]
     eos = model.generation_config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
     keep = next((i for i, t in enumerate(gen) if t in eos_ids), len(gen))
@@ -235,7 +240,7 @@ def action_attention(
     if "mm_token_type_ids" in inputs:
         mm = inputs["mm_token_type_ids"]
         batch["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros((1, len(gen)))], dim=1)
-    queries = list(range(p_len, p_len + n_q))
+    queries = list(range(p_len, p_len + n_q)) if n_q else [p_len - 1]
     maps = attention_maps(model, batch, queries, layers=layers)
     text = processor.tokenizer.decode(gen[:keep], skip_special_tokens=True)
     return AttentionResult(maps, text, gen[:keep], queries)
