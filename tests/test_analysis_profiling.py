@@ -258,6 +258,43 @@ def test_generation_latency_produces_exactly_the_tokens_asked(tiny) -> None:
     assert set(lat.summary()) == {"first_token_s", "full_s", "per_token_s", "new_tokens"}
 
 
+def test_interleaved_timer_runs_warmups_then_round_robin_repeats() -> None:
+    calls: list[str] = []
+    fns = {name: (lambda n=name: calls.append(n)) for name in ("a", "b", "c")}
+    timings = P.time_interleaved(fns, warmup=1, repeats=2)
+    # warm-ups first (each call once), then two rounds a, b, c: no call's repeats run back to back
+    assert calls == ["a", "b", "c", "a", "b", "c", "a", "b", "c"]
+    assert all(t.repeats == 2 and t.warmup == 1 for t in timings.values()) and list(timings) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="repeats"):
+        P.time_interleaved(fns, repeats=0)
+
+
+def test_interleaved_timing_spreads_a_slow_phase_over_every_setting() -> None:
+    # a burst of load during the first 4 timed calls: sequential timing puts it all on "a",
+    # round-robin timing gives both settings one slow repeat, so their medians stay equal
+    n = {"calls": 0}
+
+    def call() -> None:
+        n["calls"] += 1
+        time.sleep(0.03 if n["calls"] <= 4 else 0.005)
+
+    seq = {k: P.time_callable(call, warmup=0, repeats=3) for k in ("a", "b")}
+    assert seq["a"].median > 3 * seq["b"].median
+    n["calls"] = 2
+    inter = P.time_interleaved({"a": call, "b": call}, warmup=0, repeats=3)
+    assert max(inter["a"].median, inter["b"].median) < 0.5 * seq["a"].median
+
+
+def test_interleaved_sweep_reports_the_round_robin_timing(tiny) -> None:
+    processor, model = tiny
+    batches = {
+        "one": P.build_batch(processor, [([_img(56, 56)], "go")]),
+        "two": P.build_batch(processor, [([_img(56, 56)] * 2, "go")]),
+    }
+    rows = P.profile_sweep(model, batches, warmup=0, repeats=2, count=False, progress=False, interleave=True)
+    assert [r["setting"] for r in rows] == ["one", "two"] and all(r["repeats"] == 2 and r["median_s"] > 0 for r in rows)
+
+
 def test_sweep_profiles_every_setting_and_rows_map_their_images(tiny) -> None:
     processor, model = tiny
     batches = {

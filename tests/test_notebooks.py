@@ -356,12 +356,54 @@ def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> Non
             assert len({len(line) for line in panel["map"]}) == 1 and min(cells) >= 0 and sum(cells) <= 1.0 + 1e-6
 
 
+def check_05_efficiency_profiling(out: Outputs, state: dict[str, Any]) -> None:
+    cfg = check_saved_config_is_the_one_used(out)
+    hist, screens, sides = cfg.analysis.histories, 2, 2  # MiniGUI and AndroidControl-size screens; full vs CASC
+    settings = len(hist) * screens * sides
+    tokens = out.table("tokens", rows=settings)
+    in_range(tokens, lambda k: k in ("prompt_tokens", "visual_tokens"), 1, 50_000)
+    arch = len(hist) * len(cfg.analysis.architecture_screens) * sides  # settings of each random-weight architecture
+    prof = out.table("profile", rows=lambda n: n > settings and (n - settings) % arch == 0)  # tiny + mid (+ 3B, 7B)
+    in_range(prof, "compression_pct".__eq__, 0.0, 99.999)  # CASC never adds tokens
+    in_range(prof, lambda k: k in ("step_s", "speedup", "ceiling", "step_tflops", "peak_mb"), 1e-9, 1e6)
+    for r in prof:
+        assert math.isclose(r["measured_over_ceiling"], r["speedup"] / r["ceiling"], rel_tol=1e-9)
+        assert math.isclose(r["counted_over_analytic"], 1.0, rel_tol=1e-6)  # FlopCounterMode = analytic model
+        assert r["visual_tokens"] < r["prompt_tokens"]
+        if r["side"] == "full":
+            assert r["compression_pct"] == 0.0 and r["speedup"] == 1.0
+        else:
+            assert r["compression_pct"] > 0.0
+    assert {r["model"] for r in out.table("cost_fits")} == {r["model"] for r in prof}
+    for r in out.table("headline", rows=len(hist)):  # the largest architecture, AndroidControl-size screens, CASC
+        assert 0.0 < r["compression_pct"] < 100.0 and r["speedup"] > 0.0 and r["ceiling"] >= 1.0
+        assert math.isclose(r["measured_over_ceiling"], r["speedup"] / r["ceiling"], rel_tol=1e-9)
+    assert len(out.figure("step_time_vs_tokens")["prompt_tokens"]) == len(prof)
+    latency = out.table("latency", rows=sides * len({r["model"] for r in prof}))
+    in_range(latency, "first_token_s".__eq__, 1e-6, 600.0)
+    # the paper's cells of our history settings: ours beside every efficiency cell, none beside accuracy (AC TM/GR/SR)
+    for name, rows in (("table4", 7 * len(hist)), ("table14", 13 * len(hist)), ("table6", 9)):
+        for r in out.table(f"{name}_vs_paper", rows=rows):
+            assert (r["ours"] is None) == r["column"].startswith("AC "), r
+    gain = out.table("table13_sr_gain", rows=3 * len(hist))  # three test splits
+    for g in gain:
+        assert g["lo"] <= g["diff"] <= g["hi"]
+    t13 = out.table("table13_inference", rows=len(hist) * sides)
+    in_range(t13, lambda k: k.startswith("flops_reduction_"), 1.0 - 1e-9, 100.0)
+    in_range(t13, "SR".__eq__, 0.0, 100.0)
+    roll = out.table("rollout_tokens", rows=2 * len(hist))  # SO-RL and CCPO runs of 02
+    in_range(roll, "compression_pct".__eq__, -1e-9, 99.999)
+    per_action = out.table("tokens_per_action", rows=lambda n: n >= 5)
+    in_range(per_action, "tiny tokenizer".__eq__, 1.0, 200.0)
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "00_data_prep": check_00_data_prep,
     "01_sft": check_01_sft,
     "02_ccpo_rl": check_02_ccpo_rl,
+    "05_efficiency_profiling": check_05_efficiency_profiling,
     "06_attention_visualization": check_06_attention_visualization,
 }
 

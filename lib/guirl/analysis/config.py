@@ -6,6 +6,8 @@ Every key has a default, so a profile or experiment yaml may leave the section o
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from guirl.configbase import Section
@@ -26,6 +28,18 @@ class AnalysisConfig(Section):
     ``attention_steps``: attention maps are taken on the first ``attention_steps`` steps of each
     test split (episode order; ``null``: every step), the same steps for every model compared
     (notebook 06; one greedy generation plus one eager forward per step and model).
+
+    Notebook 05 (efficiency profiling): ``histories`` are the history settings profiled (and
+    evaluated with and without CASC at inference, CCPO Table 13; each needs notebook 02's RL runs);
+    ``large_screen`` is the phone-size screen the MiniGUI screenshots are resized to (``(width,
+    height)`` px; AndroidControl's 1080x2400, the data of CCPO Tables 4, 14, 15);
+    ``large_screen_max_pixels`` its pixel budget (``null``: ``model.max_pixels``, the profile's;
+    a CPU profile sets a smaller one that fits its time budget and the notebook states it);
+    ``token_steps``: test steps whose prompt tokens are averaged per setting (the first one is
+    the one timed); ``latency_tokens``: tokens generated per timed generation (token latency);
+    ``architecture_screens``: the screens the random-weight architectures (mid, 3B, 7B) are
+    profiled on (the trained tiny model is profiled on both; a CPU profile may keep only the
+    AndroidControl-size screens to fit its time budget).
     """
 
     warmup: int = Field(default=1, ge=0)
@@ -33,6 +47,29 @@ class AnalysisConfig(Section):
     attention_layers: list[int] | None = None
     tokenizer_path: str | None = None
     attention_steps: int | None = Field(default=60, ge=1)
+    histories: list[str] = Field(default_factory=lambda: ["1AO", "3AO"])
+    large_screen: tuple[int, int] = (1080, 2400)  # AndroidControl screenshots (px, width x height)
+    large_screen_max_pixels: int | None = Field(default=None, ge=3136)
+    token_steps: int = Field(default=8, ge=1)
+    latency_tokens: int = Field(default=32, ge=2)
+    architecture_screens: list[Literal["MiniGUI", "AndroidControl"]] = Field(
+        default_factory=lambda: ["MiniGUI", "AndroidControl"]
+    )
+
+    @field_validator("histories")
+    @classmethod
+    def _history_tags(cls, value: list[str]) -> list[str]:
+        bad = [h for h in value if not (len(h) == 3 and h[0].isdigit() and h[0] != "0" and h[1:] == "AO")]
+        if not value or bad:
+            raise ValueError(f"give history tags such as 1AO..5AO (at least one), got {value}")
+        return value
+
+    @field_validator("large_screen")
+    @classmethod
+    def _positive_screen(cls, value: tuple[int, int]) -> tuple[int, int]:
+        if min(value) <= 0:
+            raise ValueError(f"large_screen is (width, height) px > 0, got {value}")
+        return value
 
     @field_validator("attention_layers")
     @classmethod

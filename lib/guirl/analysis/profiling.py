@@ -68,6 +68,7 @@ __all__ = [
     "analytic_forward_flops",
     "row_image_grids",
     "profile_sweep",
+    "time_interleaved",
     "GenerationLatency",
     "generation_latency",
     "CostFit",
@@ -477,6 +478,7 @@ def profile_step(
     repeats: int = 5,
     device: str | torch.device = "cpu",
     count: bool = True,
+    timing: Timing | None = None,
 ) -> StepProfile:
     """Time, memory and FLOPs of :func:`train_step` on ``batch`` (already on ``device``).
 
@@ -484,9 +486,12 @@ def profile_step(
     :func:`measure_memory`, then (``count=True``) one forward and one step under
     :func:`count_flops` under :func:`eager_attention` (``count=False`` leaves the FLOP fields 0;
     counting is slow on big inputs). Timing and memory use the model's own attention.
+    ``timing``: a timing of this step measured elsewhere (e.g. interleaved with other settings by
+    :func:`profile_sweep`); the warm-up and timed steps are then skipped.
     """
     step = train_step(model, batch)
-    timing = time_callable(step, warmup=warmup, repeats=repeats, device=device)
+    if timing is None:
+        timing = time_callable(step, warmup=warmup, repeats=repeats, device=device)
     loss, memory = measure_memory(step, device=device)
     fwd = full = 0
     n_logits = int(batch["completion_ids"].shape[1]) + 1
@@ -521,17 +526,61 @@ def profile_sweep(
     device: str | torch.device = "cpu",
     count: bool = True,
     progress: bool = True,
+    interleave: bool = False,
 ) -> list[dict[str, Any]]:
     """:func:`profile_step` on each named batch (e.g. ``{"1AO full": ..., "1AO CASC": ...}``),
     with a progress bar; one row per batch: ``{"setting": name, **StepProfile.summary()}``. Feed
-    ``prompt_tokens`` and ``median_s`` to :func:`fit_cost_models`."""
+    ``prompt_tokens`` and ``median_s`` to :func:`fit_cost_models`.
+
+    ``interleave=True`` times the batches round-robin (:func:`time_interleaved`: repeat ``r`` of
+    every batch before repeat ``r + 1`` of any), so a burst of load from other processes on a
+    shared machine slows every setting alike instead of one; memory and FLOPs follow per batch."""
     from tqdm.auto import tqdm
 
+    timings: dict[str, Timing | None] = dict.fromkeys(batches)
+    if interleave:
+        steps = {name: train_step(model, batch) for name, batch in batches.items()}
+        timings = dict(time_interleaved(steps, warmup=warmup, repeats=repeats, device=device, progress=progress))
     rows = []
     for name, batch in tqdm(batches.items(), desc="profile", disable=not progress):
-        prof = profile_step(model, batch, warmup=warmup, repeats=repeats, device=device, count=count)
+        prof = profile_step(
+            model, batch, warmup=warmup, repeats=repeats, device=device, count=count, timing=timings[name]
+        )
         rows.append({"setting": name, **prof.summary()})
     return rows
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    *,
+    warmup: int = 1,
+    repeats: int = 5,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> dict[str, Timing]:
+    """:func:`time_callable` of several calls, round-robin: ``warmup`` untimed calls of each, then
+    ``repeats`` rounds timing each call once per round (in the order of ``fns``). Slow phases of a
+    shared machine then land on every call, so their ratios stay fair."""
+    from tqdm.auto import tqdm
+
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    sync = _sync(device)
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+            sync()
+    seconds: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in tqdm(range(repeats), desc="timing rounds", disable=not progress):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            seconds[name].append(time.perf_counter() - t0)
+    return {name: Timing(tuple(s), warmup) for name, s in seconds.items()}
 
 
 # --------------------------------------------------------------------------- generation latency
