@@ -27,6 +27,7 @@ from guirl.rollout import (
     HFPolicy,
     Policy,
     derive_seed,
+    end_at_placeholder,
     follow_annotation,
     play_online,
     rollout_recorded,
@@ -133,6 +134,38 @@ def test_derive_seed_streams_differ() -> None:
 )
 def test_trim_generated(ids, eos, expected) -> None:
     assert trim_generated(ids, eos) == expected
+
+
+@pytest.mark.parametrize(
+    "ids, eos, expected",
+    [
+        ((5, 6, 2), 2, (5, 6, 2)),  # no placeholder: unchanged
+        ((5, 99, 6, 2), 2, (5, 2)),  # <|image_pad|> mid-action: the action ends there, with EOS
+        ((99, 6), 2, (2,)),  # a placeholder first: an EOS-only completion (never empty)
+        ((5, 98, 6), None, (5,)),  # <|video_pad|>, a model without EOS id: dropped
+    ],
+)
+def test_end_at_placeholder(ids, eos, expected) -> None:
+    assert end_at_placeholder(ids, {98, 99}, eos) == expected
+
+
+def test_hf_policy_ends_a_completion_at_a_generated_image_placeholder(tiny_model, minigui12: Path, monkeypatch) -> None:
+    import torch
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 1)
+    tok = processor.tokenizer
+    a, b = tok.convert_tokens_to_ids("a"), tok.convert_tokens_to_ids("b")
+    eos = model.generation_config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+
+    def generate(input_ids, **_):  # an undertrained model emitting <|image_pad|> inside its action
+        tail = torch.tensor([[a, model.config.image_token_id, b, eos]], dtype=input_ids.dtype)
+        return torch.cat([input_ids, tail], dim=1)
+
+    monkeypatch.setattr(model, "generate", generate)
+    (c,) = HFPolicy(model, processor, max_new_tokens=4, batch_size=1).complete(prompts)[0]
+    assert c.token_ids == (a, eos) and c.text == tok.decode([a], skip_special_tokens=True)
 
 
 def test_function_policy_answers_n_and_records_calls() -> None:

@@ -36,6 +36,7 @@ from guirl.rollout.policy import (
     Policy,
     Prompt,
     derive_seed,
+    end_at_placeholder,
     open_image,
     trim_generated,
 )
@@ -65,4 +66,5 @@ __all__ = [
     "rollout_recorded",
     "step_prompts",
     "trim_generated",
+    "end_at_placeholder",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "derive_seed",
     "open_image",
     "trim_generated",
+    "end_at_placeholder",
 ]
 
 
@@ -118,6 +119,29 @@ def trim_generated(ids: Sequence[int], eos_ids: set[int]) -> tuple[int, ...]:
         out.append(int(i))
         if int(i) in eos_ids:
             break
+    return tuple(out)
+
+
+def _placeholder_ids(model: Any) -> set[int]:
+    """The image / video placeholder ids of a vision-language model (``config.image_token_id``,
+    ``video_token_id``); empty for a model without them."""
+    cfg = getattr(model, "config", None)
+    return {int(v) for k in ("image_token_id", "video_token_id") if (v := getattr(cfg, k, None)) is not None}
+
+
+def end_at_placeholder(ids: Sequence[int], placeholders: set[int], eos_id: int | None) -> tuple[int, ...]:
+    """``ids`` ending at the first image / video placeholder, which becomes ``eos_id`` (the
+    action ends there; no EOS id: the placeholder is dropped). An undertrained model can emit
+    ``<|image_pad|>``; a completion holding one cannot be scored by a forward pass (the image
+    features would not match the placeholders), and its text is no action anyway. Unchanged when
+    there is none."""
+    out = []
+    for i in ids:
+        if int(i) in placeholders:
+            if eos_id is not None:
+                out.append(int(eos_id))
+            break
+        out.append(int(i))
     return tuple(out)
 
 
@@ -208,6 +232,14 @@ class HFPolicy:
         enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
         return enc.to(self.model.device)
 
+    def _completion(self, text: str, ids: tuple[int, ...], placeholders: set[int], eos_id: int | None) -> Completion:
+        """A completion ending at a generated placeholder (:func:`end_at_placeholder`), its text
+        decoded again from the ids kept; unchanged without one."""
+        cut = end_at_placeholder(ids, placeholders, eos_id)
+        if cut == ids:
+            return Completion(text, ids)
+        return Completion(self.processor.batch_decode([list(cut)], skip_special_tokens=True)[0], cut)
+
     def complete(
         self,
         prompts: Sequence[Prompt],
@@ -218,7 +250,8 @@ class HFPolicy:
         top_p: float = 1.0,
         seed: int | None = None,
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt, in input order (see the class docstring)."""
+        """``n`` completions per prompt, in input order (see the class docstring); a generated
+        image / video placeholder ends a completion (:func:`end_at_placeholder`)."""
         from tqdm.auto import tqdm
 
         _check_sampling(n, temperature, top_p)
@@ -229,6 +262,9 @@ class HFPolicy:
             kwargs.update(do_sample=False)
         per_prompt = n if do_sample else 1
         eos = _eos_ids(self.model)
+        eos_cfg = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        first_eos = eos_cfg[0] if isinstance(eos_cfg, (list, tuple)) and eos_cfg else eos_cfg
+        placeholders = _placeholder_ids(self.model)
         out: list[list[Completion]] = []
         starts = range(0, len(prompts), self.batch_size)
         with _inference(self.model, seed):
@@ -237,7 +273,10 @@ class HFPolicy:
                 ids = self.model.generate(**enc, **kwargs)
                 gen = ids[:, enc["input_ids"].shape[1] :]
                 texts = self.processor.batch_decode(gen, skip_special_tokens=True)
-                rows = [Completion(t, trim_generated(g.tolist(), eos)) for t, g in zip(texts, gen)]
+                rows = [
+                    self._completion(t, trim_generated(g.tolist(), eos), placeholders, first_eos)
+                    for t, g in zip(texts, gen)
+                ]
                 for j in range(0, len(rows), per_prompt):
                     group = rows[j : j + per_prompt]
                     out.append(group if do_sample else group * n)
