@@ -259,8 +259,18 @@ def test_cost_model_recovers_a_quadratic():
 
     model = fit_cost_model([_log(400, true), _log(1200, true)], skip_first=0)
     assert (model.a, model.b, model.c) == pytest.approx((0.01, 2e-4, 3e-7), rel=1e-6)
+    assert model.degree == 2 and model.n_points == 10
     with pytest.raises(ValueError, match="3 or more"):
         fit_cost_model([_log(400, true, steps=2)], skip_first=0)
+    # smoke-sized runs: 2 distinct lengths give a line through both points, 1 a constant
+    line = fit_cost_model([_log(400, true, steps=2)], skip_first=0, lower_degree_ok=True)
+    assert line.degree == 1 and line.c == 0.0
+    for L in (410, 420):  # the two steps' lengths
+        assert line.seconds_per_sample(L) == pytest.approx(true(L), rel=1e-9)
+    flat = fit_cost_model([_log(400, true, steps=1)], skip_first=0, lower_degree_ok=True)
+    assert (flat.degree, flat.b, flat.c) == (0, 0.0, 0.0) and flat.a == pytest.approx(true(410))
+    with pytest.raises(ValueError, match="0 lengths"):
+        fit_cost_model([_log(400, true, steps=1)], skip_first=1, lower_degree_ok=True)
 
 
 def test_table4_layout_and_numbers():

@@ -210,12 +210,14 @@ def rl_curves(
 class CostModel:
     """Seconds per generated sample of an RL step as ``a + b * L + c * L**2`` of the mean prompt
     length ``L`` (tokens): a fixed cost, a cost linear in the tokens (MLP, projections, the
-    vision tower) and a quadratic one (attention). ``n_points``: the steps it was fitted on."""
+    vision tower) and a quadratic one (attention). ``n_points``: the steps it was fitted on;
+    ``degree``: 2, or lower when the steps had too few distinct lengths (``b`` / ``c`` are then 0)."""
 
     a: float
     b: float
     c: float
     n_points: int
+    degree: int = 2
 
     def seconds_per_sample(self, prompt_tokens: float) -> float:
         return self.a + self.b * prompt_tokens + self.c * prompt_tokens**2
@@ -226,23 +228,27 @@ def _usable_steps(df: pd.DataFrame, skip_first: int) -> pd.DataFrame:
     return ok[ok["prompt_tokens"].notna() & ok["step_seconds"].notna() & (ok["n_generated"] > 0)]
 
 
-def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1) -> CostModel:
+def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1, lower_degree_ok: bool = False) -> CostModel:
     """Least-squares :class:`CostModel` over the steps of several runs (each step: its
     ``step_seconds / n_generated`` against its mean ``prompt_tokens``); steps ``<= skip_first``
-    (warm-up) and skipped steps are left out. Needs at least 3 steps with distinct lengths."""
+    (warm-up) and skipped steps are left out. Needs steps at 3 or more distinct lengths; with
+    ``lower_degree_ok`` (seconds-sized smoke runs) 2 lengths give a linear fit and 1 a constant."""
     pts = [_usable_steps(df, skip_first) for df in logs]
     data = pd.concat(pts, ignore_index=True) if pts else pd.DataFrame()
-    if len(data) < 3 or data["prompt_tokens"].nunique() < 3:
+    distinct = 0 if data.empty else int(data["prompt_tokens"].nunique())
+    degree = min(2, distinct - 1)
+    if degree < (0 if lower_degree_ok else 2):
         raise ValueError(
             f"fit_cost_model needs steps at 3 or more distinct prompt lengths, got {len(data)} steps "
-            f"with {0 if data.empty else data['prompt_tokens'].nunique()} lengths; run more RL steps"
+            f"with {distinct} lengths; run more RL steps"
         )
     L = data["prompt_tokens"].to_numpy(float)
     y = (data["step_seconds"] / data["n_generated"]).to_numpy(float)
     scale = float(L.max())
-    X = np.stack([np.ones_like(L), L / scale, (L / scale) ** 2], axis=1)
+    X = np.stack([(L / scale) ** k for k in range(degree + 1)], axis=1)
     coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    return CostModel(float(coef[0]), float(coef[1]) / scale, float(coef[2]) / scale**2, len(data))
+    full = [float(coef[k]) / scale**k if k <= degree else 0.0 for k in range(3)]
+    return CostModel(full[0], full[1], full[2], len(data), degree)
 
 
 def _run_stats(df: pd.DataFrame, skip_first: int) -> dict[str, float]:
