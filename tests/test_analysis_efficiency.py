@@ -17,7 +17,6 @@ from guirl.analysis.profiling import fit_cost_models
 from guirl.data.splits import load_splits
 from guirl.efficiency_study import casc_history
 from guirl.models import build_tiny_model, load_processor
-from guirl.papers import paper_results
 from guirl.prompts import PromptSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,29 +199,6 @@ def test_with_deltas() -> None:
     assert d.loc["full", "median_s_delta_pct"] == 0.0 and d.loc["CASC", "median_s_delta_pct"] == pytest.approx(-25.0)
     with pytest.raises(KeyError, match="full"):
         E.with_deltas(rows[rows["side"] == "CASC"], ["median_s"])
-
-
-def test_paper_cells_keep_only_printed_cells_and_scale() -> None:
-    paper = paper_results("ccpo")
-    ref = paper[(paper["table"] == "Table 4") & paper["row"].isin(["SO-RL-3B 3AO", "CCPO-3B 3AO"])]
-    table = pd.DataFrame(
-        [
-            {"history": "3AO", "side": "full", "tok": 1000.0, "speed": 1.0},
-            {"history": "3AO", "side": "CASC", "tok": 500.0, "speed": 2.0},
-        ]
-    )
-    rows = {"SO-RL-3B 3AO": {"side": "full"}, "CCPO-3B 3AO": {"side": "CASC"}}
-    cells = E.paper_cells(
-        table, ref, rows=rows, columns={"Token length": "tok", "Training speedup": "speed"}, scale={"Token length": 2.0}
-    )
-    # SO-RL has no printed speedup: its 1.0 is left out
-    assert cells.to_dict(orient="records") == [
-        {"row": "SO-RL-3B 3AO", "column": "Token length", "ours": 2000.0},
-        {"row": "CCPO-3B 3AO", "column": "Token length", "ours": 1000.0},
-        {"row": "CCPO-3B 3AO", "column": "Training speedup", "ours": 2.0},
-    ]
-    with pytest.raises(KeyError, match="selects 2 rows"):
-        E.paper_cells(table, ref, rows={"CCPO-3B 3AO": {"history": "3AO"}}, columns={"Token length": "tok"})
 
 
 def test_rollout_token_table() -> None:

@@ -179,20 +179,3 @@ def test_table10_joins_accuracy_and_efficiency() -> None:
     assert t[["row", "SR", "Speedup"]].values.tolist() == [["SO-RL", 45.0, 1.0], ["CCPO", 50.0, 2.0]]
     with pytest.raises(KeyError, match="no single Table 4 row for 'CCPO MIN'"):
         cs.table10(steps_frame(), t4, history="1AO", split="test_in_domain", models={"CCPO MIN": "CCPO"})
-
-
-def test_paper_cells_feed_the_paper_comparison() -> None:
-    from guirl.papers import paper_results
-    from guirl.report import paper_comparison
-
-    t4 = pd.DataFrame([{"key": "CCPO 1AO", "Token Length": 300.0, "Compression Rate (%)": 40.0, "other": 1}])
-    ours = cs.paper_cells(
-        t4, key="key", rows={"CCPO 1AO": "CCPO-3B 1AO"}, columns={"Compression Rate (%)": "Compression rate"}
-    )
-    assert ours.to_dict(orient="records") == [{"row": "CCPO-3B 1AO", "column": "Compression rate", "ours": 40.0}]
-    paper = paper_results("ccpo")
-    cmp = paper_comparison(ours, paper[(paper["table"] == "Table 4") & (paper["row"] == "CCPO-3B 1AO")])
-    cell = cmp[cmp["column"] == "Compression rate"].iloc[0]
-    assert cell["difference"] == pytest.approx(40.0 - 38.9)  # CCPO Table 4: 38.9% at 1AO (3B)
-    with pytest.raises(KeyError, match="no row with key in"):
-        cs.paper_cells(t4, key="key", rows={"SO-RL 1AO": "SO-RL-3B 1AO"}, columns={})

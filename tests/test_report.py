@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 
 from guirl.config import load_config  # noqa: E402
 from guirl.metrics.paired import ResolvedClaimError  # noqa: E402
-from guirl.report import Report, jsonable, to_latex, to_markdown  # noqa: E402
+from guirl.papers import paper_results  # noqa: E402
+from guirl.report import Report, jsonable, paper_cells, paper_comparison, to_latex, to_markdown  # noqa: E402
 
 SIDECAR_KEYS = {
     "name",
@@ -276,3 +277,41 @@ def test_compare_writes_the_table(report: Report, isolated_outputs: dict[str, Pa
     assert "-2.50" in md and "22.8" in md
     rec = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert rec["data"][2]["difference"] == pytest.approx(-2.5)
+
+
+# ----------------------------------------------------------------------------- paper cells
+def test_paper_cells_keep_only_printed_cells_and_scale() -> None:
+    paper = paper_results("ccpo")
+    ref = paper[(paper["table"] == "Table 4") & paper["row"].isin(["SO-RL-3B 3AO", "CCPO-3B 3AO"])]
+    table = pd.DataFrame(
+        [
+            {"history": "3AO", "side": "full", "tok": 1000.0, "speed": 1.0},
+            {"history": "3AO", "side": "CASC", "tok": 500.0, "speed": 2.0},
+        ]
+    )
+    rows = {"SO-RL-3B 3AO": {"side": "full"}, "CCPO-3B 3AO": {"side": "CASC"}}
+    cells = paper_cells(
+        table, ref, rows=rows, columns={"Token length": "tok", "Training speedup": "speed"}, scale={"Token length": 2.0}
+    )
+    # SO-RL has no printed speedup: its 1.0 is left out
+    assert cells.to_dict(orient="records") == [
+        {"row": "SO-RL-3B 3AO", "column": "Token length", "ours": 2000.0},
+        {"row": "CCPO-3B 3AO", "column": "Token length", "ours": 1000.0},
+        {"row": "CCPO-3B 3AO", "column": "Training speedup", "ours": 2.0},
+    ]
+    with pytest.raises(KeyError, match="selects 2 rows"):
+        paper_cells(table, ref, rows={"CCPO-3B 3AO": {"history": "3AO"}}, columns={"Token length": "tok"})
+
+
+def test_paper_cells_feed_the_paper_comparison() -> None:
+    t4 = pd.DataFrame([{"Model": "CCPO", "History Length": "1AO", "Compression Rate (%)": 40.0, "other": 1}])
+    paper = paper_results("ccpo")
+    ref = paper[(paper["table"] == "Table 4") & (paper["row"] == "CCPO-3B 1AO")]
+    rows = {"CCPO-3B 1AO": {"Model": "CCPO", "History Length": "1AO"}}
+    ours = paper_cells(t4, ref, rows=rows, columns={"Compression rate": "Compression Rate (%)"})
+    assert ours.to_dict(orient="records") == [{"row": "CCPO-3B 1AO", "column": "Compression rate", "ours": 40.0}]
+    cmp = paper_comparison(ours, ref)
+    cell = cmp[cmp["column"] == "Compression rate"].iloc[0]
+    assert cell["difference"] == pytest.approx(40.0 - 38.9)  # CCPO Table 4: 38.9% at 1AO (3B)
+    with pytest.raises(KeyError, match="selects 0 rows"):
+        paper_cells(t4, ref, rows={"SO-RL-3B 1AO": {"Model": "SO-RL"}}, columns={})

@@ -69,7 +69,6 @@ __all__ = [
     "paired_gains",
     "conclusions",
     "table10",
-    "paper_cells",
     "plot_reward_curve",
     "plot_prompt_tokens",
 ]
@@ -722,29 +721,6 @@ def table10(
             }
         )
     return pd.DataFrame(rows)
-
-
-def paper_cells(
-    df: pd.DataFrame, *, key: str, rows: Mapping[Any, str], columns: Mapping[str, str], table: str | None = None
-) -> pd.DataFrame:
-    """Our cells as :func:`guirl.report.paper_comparison` reads them: for each row of ``df``
-    whose ``key`` value is in ``rows`` (our value -> the paper's row name) and each ``columns``
-    entry (our column -> the paper's column), one ``row`` / ``column`` / ``ours`` record (plus
-    ``table`` when given). A value of ``rows`` missing from ``df`` is an error."""
-    have = set(df[key])
-    missing = [k for k in rows if k not in have]
-    if missing:
-        raise KeyError(f"paper_cells: no row with {key} in {missing} (have {sorted(map(str, have))})")
-    out = []
-    for rec in df.to_dict(orient="records"):
-        if rec[key] not in rows:
-            continue
-        for ours_col, paper_col in columns.items():
-            cell = {"row": rows[rec[key]], "column": paper_col, "ours": float(rec[ours_col])}
-            if table is not None:
-                cell = {"table": table, **cell}
-            out.append(cell)
-    return pd.DataFrame(out)
 
 
 def plot_reward_curve(curve: pd.DataFrame):

@@ -40,7 +40,16 @@ from guirl.config import Config
 from guirl.metrics.paired import check_resolved_claims
 from guirl.paths import figures_dir, repo_root
 
-__all__ = ["Report", "git_state", "package_versions", "to_markdown", "to_latex", "jsonable", "paper_comparison"]
+__all__ = [
+    "Report",
+    "git_state",
+    "package_versions",
+    "to_markdown",
+    "to_latex",
+    "jsonable",
+    "paper_cells",
+    "paper_comparison",
+]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 VERSIONED_PACKAGES = ("torch", "transformers", "trl", "peft", "numpy", "pandas")
@@ -198,6 +207,39 @@ def to_latex(df: pd.DataFrame, caption: str = "", label: str = "", floatfmt: str
 
 #: Columns of :func:`paper_comparison`, in order.
 COMPARISON_COLUMNS: tuple[str, ...] = ("table", "row", "column", "unit", "paper", "ours", "difference", "location")
+
+
+def paper_cells(
+    table: pd.DataFrame,
+    paper_rows: pd.DataFrame,
+    *,
+    rows: Mapping[str, Mapping[str, Any]],
+    columns: Mapping[str, str],
+    scale: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
+    """Our cells in a paper table's layout for :meth:`guirl.report.Report.compare`.
+
+    ``rows`` maps a paper row name to the filter selecting our one row of ``table`` (e.g.
+    ``{"CCPO-3B 3AO": {"model": "mid", "screen": "AndroidControl", "history": "3AO", "side":
+    "CASC"}}``); ``columns`` maps a paper column to our column (``{"Token length":
+    "prompt_tokens"}``), multiplied by ``scale[paper column]`` when given. Only cells the paper
+    prints (present in ``paper_rows``) are returned: columns ``row``, ``column``, ``ours``.
+    Raises ``KeyError`` when a filter matches no row or several.
+    """
+    printed = set(zip(paper_rows["row"].astype(str), paper_rows["column"].astype(str)))
+    out = []
+    for paper_row, where in rows.items():
+        sel = table
+        for k, v in where.items():
+            sel = sel[sel[k] == v]
+        if len(sel) != 1:
+            raise KeyError(f"paper_cells: {dict(where)} selects {len(sel)} rows for {paper_row!r}, expected 1")
+        rec = sel.iloc[0]
+        for paper_col, ours in columns.items():
+            if (paper_row, paper_col) in printed:
+                value = float(rec[ours]) * (scale or {}).get(paper_col, 1.0)
+                out.append({"row": paper_row, "column": paper_col, "ours": value})
+    return pd.DataFrame(out, columns=["row", "column", "ours"])
 
 
 def paper_comparison(ours: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:

@@ -55,7 +55,6 @@ __all__ = [
     "side_table",
     "with_deltas",
     "plot_step_time",
-    "paper_cells",
     "rollout_token_table",
     "inference_table",
     "action_token_table",
@@ -359,39 +358,6 @@ def plot_step_time(rows: pd.DataFrame, fits: Mapping[str, Mapping[str, CostFit]]
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def paper_cells(
-    table: pd.DataFrame,
-    paper_rows: pd.DataFrame,
-    *,
-    rows: Mapping[str, Mapping[str, Any]],
-    columns: Mapping[str, str],
-    scale: Mapping[str, float] | None = None,
-) -> pd.DataFrame:
-    """Our cells in a paper table's layout for :meth:`guirl.report.Report.compare`.
-
-    ``rows`` maps a paper row name to the filter selecting our one row of ``table`` (e.g.
-    ``{"CCPO-3B 3AO": {"model": "mid", "screen": "AndroidControl", "history": "3AO", "side":
-    "CASC"}}``); ``columns`` maps a paper column to our column (``{"Token length":
-    "prompt_tokens"}``), multiplied by ``scale[paper column]`` when given. Only cells the paper
-    prints (present in ``paper_rows``) are returned: columns ``row``, ``column``, ``ours``.
-    Raises ``KeyError`` when a filter matches no row or several.
-    """
-    printed = set(zip(paper_rows["row"].astype(str), paper_rows["column"].astype(str)))
-    out = []
-    for paper_row, where in rows.items():
-        sel = table
-        for k, v in where.items():
-            sel = sel[sel[k] == v]
-        if len(sel) != 1:
-            raise KeyError(f"paper_cells: {dict(where)} selects {len(sel)} rows for {paper_row!r}, expected 1")
-        rec = sel.iloc[0]
-        for paper_col, ours in columns.items():
-            if (paper_row, paper_col) in printed:
-                value = float(rec[ours]) * (scale or {}).get(paper_col, 1.0)
-                out.append({"row": paper_row, "column": paper_col, "ours": value})
-    return pd.DataFrame(out, columns=["row", "column", "ours"])
 
 
 def rollout_token_table(logs: Mapping[tuple[str, str], pd.DataFrame], *, skip_first: int = 0) -> pd.DataFrame:
