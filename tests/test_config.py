@@ -225,6 +225,20 @@ ERROR_CASES = {
         "runtime.deepspeed_config",
         "file not found",
     ),
+    # a Low-level executor beside a main agent that already has the step instruction
+    "executor beside a Low main agent": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.use_step_instruction=true"]),
+        "override sft.use_step_instruction=true",
+        "sft.low_level_executor",
+        "set use_step_instruction: false",
+    ),
+    # zero torch threads
+    "zero threads": lambda tmp: (
+        dict(profile="tiny", overrides=["runtime.threads=0"]),
+        "override runtime.threads=0",
+        "runtime.threads",
+        "greater than or equal to 1",
+    ),
     # a required key left out of a profile
     "missing key": lambda tmp: (
         dict(
@@ -765,3 +779,17 @@ def test_load_run_config_loads_exactly_the_given_file(tmp_path: Path) -> None:
     # The other arguments only record how it was resolved; the file is what the notebook runs with.
     got = load_run_config("tiny", None, [], config_path=str(path))
     assert got == resolved and got.hash() == resolved.hash() and got.data.source == "aitz"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "main", "study"),
+    [
+        ([], 450, 60),  # tiny: 01's table on 450 steps per split, 02 / 05 on 60
+        (["eval.study_max_test_steps=null"], 450, 450),  # no study cap: the main cap
+        (["eval.max_test_steps=null", "eval.study_max_test_steps=null"], None, None),  # every step
+        (["eval.max_test_steps=null"], None, 60),  # a study cap alone
+    ],
+)
+def test_eval_test_steps_cap(overrides: list[str], main: int | None, study: int | None) -> None:
+    e = load_config("tiny", overrides=overrides).eval
+    assert (e.test_steps(), e.test_steps(study=True)) == (main, study)

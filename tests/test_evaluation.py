@@ -661,3 +661,91 @@ def test_online_for_paper_fills_androidlong_table6() -> None:
     assert sft.loc["Task SR std", "ours"] == 2.0 and cmp["ours"].notna().sum() == 2
     with pytest.raises(ValueError, match="no paper row"):
         paper_comparison(ev.online_for_paper(summary, "SFT"), paper[paper["table"] == "Table 6"])  # a typo
+
+
+def test_paired_gain_table_compares_only_the_cells_both_models_have() -> None:
+    cfg = tiny_cfg()
+    recs = [gain_rec("zero-shot", i, False) for i in range(20)]  # zero-shot at 1AO only
+    recs += [gain_rec("SFT", i, True) for i in range(20)]
+    recs += [{**gain_rec("SFT", i, True), "history": "3AO"} for i in range(20)]  # SFT also at 3AO
+    t = ev.paired_gain_table(cfg, recs, baseline="zero-shot", model="SFT")
+    assert t["history"].tolist() == ["1AO"] and t.iloc[0]["diff"] == pytest.approx(100.0)
+    only_3ao = [r for r in recs if r["model"] == "zero-shot"] + [r for r in recs if r["history"] == "3AO"]
+    with pytest.raises(ValueError, match="share no"):
+        ev.paired_gain_table(cfg, only_3ao, baseline="zero-shot", model="SFT")
+
+
+def test_table2_for_paper_renames_metrics_for_agentcpm_tables() -> None:
+    steps = pd.DataFrame(
+        [{"model": "SFT (Low)", "split": "test_in_domain", "history": "1AO", "TM": 90.0, "GR": 50.0, "SR": 70.0}]
+    )
+    ours = ev.table2_for_paper(
+        steps,
+        split="test_in_domain",
+        history="1AO",
+        rows={"SFT (Low)": "AgentCPM-GUI-SFT"},
+        column_prefix="AC-Low",
+        metrics={"TM": "TM", "SR": "EM"},
+    )
+    assert ours.to_dict(orient="records") == [
+        {"row": "AgentCPM-GUI-SFT", "column": "AC-Low TM", "ours": 90.0},
+        {"row": "AgentCPM-GUI-SFT", "column": "AC-Low EM", "ours": 70.0},
+    ]
+
+
+def online_result(success: dict[str, list[bool]], category: dict[str, str]) -> ev.OnlineEvaluation:
+    """An online result with ``success[task][run]`` outcomes (subgoal rate = success)."""
+    out = ev.OnlineEvaluation(history="1AO")
+    n_runs = len(next(iter(success.values())))
+    for k in range(n_runs):
+        out.episodes += [
+            {
+                "run": k,
+                "task_id": t,
+                "category": category[t],
+                "success": runs[k],
+                "subgoal_rate": float(runs[k]),
+                "turns": 3,
+                "n_unparsable": 0,
+                "n_invalid": 0,
+            }
+            for t, runs in success.items()
+        ]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("solved", "resolved"),
+    [
+        (0, False),  # no task ever solved: Task SR 0, interval [0, 0], not above zero
+        (1, False),  # one task of 12 solved in every run: the task resample often drops it, so lo = 0
+        (8, True),  # 8 of 12 tasks solved in every run: clearly above zero
+    ],
+)
+def test_online_by_category_interval_over_runs_and_tasks(solved: int, resolved: bool) -> None:
+    cfg = tiny_cfg()
+    tasks = [f"t{i}" for i in range(12)]
+    success = {t: [i < solved] * 3 for i, t in enumerate(tasks)}
+    category = {t: "information_query" if i % 2 else "compound" for i, t in enumerate(tasks)}
+    table = ev.online_by_category(cfg, online_result(success, category), "SFT (High)")
+    assert table["category"].tolist() == ["compound", "information_query", "(all)"]
+    every = table.iloc[-1]
+    assert every["n_tasks"] == 12 and every["n_runs"] == 3 and every["task_sr"] == pytest.approx(100 * solved / 12)
+    assert every["task_sr_std"] == 0.0  # the same outcome in every run
+    assert bool(every["resolved"]) == resolved and every["lo"] <= every["task_sr"] <= every["hi"]
+    assert table["n_tasks"].iloc[:-1].sum() == 12
+    summary = summarize_online([[e for e in online_result(success, category).episodes if e["run"] == k] for k in range(3)])
+    assert every["task_sr"] == pytest.approx(summary["task_sr"])  # the same tasks in every run: the same mean
+
+
+def test_online_by_category_std_over_runs_and_unpaired_runs() -> None:
+    cfg = tiny_cfg()
+    success = {"a": [True, False], "b": [True, False]}  # run 0 solves both, run 1 none
+    table = ev.online_by_category(cfg, online_result(success, {"a": "compound", "b": "compound"}), "m")
+    assert table.iloc[0]["task_sr"] == 50.0 and table.iloc[0]["task_sr_std"] == 50.0
+    other = online_result(success, {"a": "compound", "b": "compound"})
+    other.episodes[-1] = {**other.episodes[-1], "task_id": "c"}  # run 1 played another task
+    with pytest.raises(ValueError, match="has no record for step"):
+        ev.online_by_category(cfg, other, "m")
+    with pytest.raises(ValueError, match="no online episodes"):
+        ev.online_by_category(cfg, ev.OnlineEvaluation(history="1AO"), "m")

@@ -254,14 +254,29 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.workflow import sft_agents
+
     cfg = check_saved_config_is_the_one_used(out)
-    models, histories, splits = 2, len(cfg.eval.histories), 3  # zero-shot and SFT; three test splits
-    table2 = out.table("table2_step_metrics", rows=models * histories)
+    agents = sft_agents(cfg)
+    assert [a.level for a in agents] == ["High", "Low"]  # tiny: the goal-only main agent and the Low executor
+    histories, splits = len(cfg.eval.histories), 3
+    # zero-shot and the executor at the first history setting, the main agent at each
+    table2 = out.table("table2_step_metrics", rows=2 + histories)
+    assert [(r["model"], r["history"]) for r in table2] == [("zero-shot", cfg.eval.histories[0])] + [
+        ("SFT (High)", h) for h in cfg.eval.histories
+    ] + [("SFT (Low)", cfg.eval.histories[0])]
     assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
-    in_range(out.table("step_metrics_ci", rows=models * histories * splits), lambda k: k in ("TM", "SR"), 0.0, 100.0)
-    gain = out.table("sft_gain", rows=splits * histories)
-    for g in gain:  # paired SFT - zero-shot with its interval; the mark agrees with it
+    steps = out.table("step_metrics_ci", rows=(2 + histories) * splits)
+    in_range(steps, lambda k: k in ("TM", "SR"), 0.0, 100.0)
+    assert {r["n"] for r in steps} == {cfg.eval.max_test_steps}  # every split has more steps than the cap
+    gain = out.table("sft_gain", rows=splits)  # main agent - zero-shot, where both were evaluated
+    levels = out.table("instruction_level_gain", rows=splits)  # Low - High at the first history setting
+    for g in gain + levels:  # paired, with its interval; the mark agrees with it
         assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0)
+        assert g["history"] == cfg.eval.histories[0] and g["n_steps"] <= cfg.eval.max_test_steps
+    sr = {(r["model"], r["split"]): r["SR"] for r in steps if r["history"] == cfg.eval.histories[0]}
+    for g in levels:
+        assert math.isclose(g["diff"], sr[("SFT (Low)", g["split"])] - sr[("SFT (High)", g["split"])], abs_tol=1e-6)
     vs_paper = out.table("table2_vs_paper", rows=12)  # CCPO Table 2: 2 rows x 6 columns, ours on AC-High only
     for r in vs_paper:
         assert r["location"].startswith("CCPO Table 2") and r["paper"] is not None
@@ -271,11 +286,22 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
             assert r["ours"] is not None
         if r["ours"] is not None:
             assert 0.0 <= r["ours"] <= 100.0 and math.isclose(r["difference"], r["ours"] - float(r["paper"]))
+    t3 = out.table("agentcpm_table3_vs_paper", rows=10)  # AgentCPM-GUI-SFT: 5 data sets x (TM, EM)
+    ours3 = {r["column"]: r["ours"] for r in t3 if r["ours"] is not None}
+    assert set(ours3) == {"AC-Low TM", "AC-Low EM", "AC-High TM", "AC-High EM"}
+    assert ours3["AC-Low EM"] == sr[("SFT (Low)", "test_in_domain")]
+    assert ours3["AC-High EM"] == sr[("SFT (High)", "test_in_domain")]
     by_type = out.table("accuracy_by_action_type")
     assert len(by_type) >= 2 and all(0.0 <= r["exact"] <= 100.0 for r in by_type)
     assert out.figure("accuracy_by_action_type_chart")["gt_type"]
     online = out.table("online_task_sr", rows=1)
     in_range(online, lambda k: k.lower().endswith("_sr"), 0.0, 100.0)
+    cats = out.table("online_by_category", rows=lambda n: n >= 2)
+    assert cats[-1]["category"] == "(all)" and cats[-1]["n_tasks"] == cfg.eval.n_tasks
+    assert math.isclose(cats[-1]["task_sr"], online[0]["task_sr"], abs_tol=1e-9)  # same tasks in every run
+    assert sum(r["n_tasks"] for r in cats[:-1]) == cfg.eval.n_tasks
+    for r in cats:
+        assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
     vs = out.table("online_vs_paper", rows=10)  # AndroidLong Table 6: 5 rows x (Task SR, std)
     ours = {r["column"]: r["ours"] for r in vs if r["row"] == "SFT (no memory)"}
     assert ours == {"Task SR": online[0]["task_sr"], "Task SR std": online[0]["task_sr_std"]}

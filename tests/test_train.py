@@ -138,3 +138,40 @@ def test_tiny_profile_sft_trains_all_parameters(tiny_model, minigui, tmp_path):
     final = Path(result["final"])
     assert result["adapter"] is False
     assert (final / "config.json").is_file() and not (final / "adapter_config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("threads", "env"),
+    [
+        (None, {}),  # unset: the caller's environment stands
+        (1, {"OMP_NUM_THREADS": "1"}),  # the host-perturbation runs of issue 10
+        (2, {"OMP_NUM_THREADS": "2"}),
+    ],
+)
+def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
+    from guirl.train import launch
+
+    cfg = load_config("tiny", overrides=[f"runtime.threads={json.dumps(threads)}"])
+    assert launch.stage_env(cfg) == env
+    seen: dict = {}
+
+    class FakePopen:  # what run_stage hands the subprocess; it "trains" by writing result.json
+        def __init__(self, cmd, *, env, **kw):
+            seen.update(env)
+            (tmp_path / "out" / RESULT_FILE).write_text(json.dumps({"global_step": 1}))
+            self.stdout = iter(["trained\n"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    out = run_stage(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out", echo=False)
+    assert out == {"global_step": 1}
+    assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7")

@@ -10,7 +10,7 @@ import pytest
 import guirl.env.export as minigui
 from guirl.config import load_config
 from guirl.models import CheckpointNotFoundError, build_tiny_model
-from guirl.workflow import base_model_dir, minigui_dir
+from guirl.workflow import base_model_dir, minigui_dir, sft_agents
 
 SMALL = ["data.n_train_tasks=6", "data.n_test_tasks=6"]  # 12 MiniGUI tasks: about half a second to build
 
@@ -125,3 +125,37 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
     cfg = load_config("tiny", overrides=["data.source=aitz", "data.path=data/aitz"])
     with pytest.raises(FileNotFoundError, match="nb-00_data_prep PROFILE=tiny ARGS='--experiment aitz'"):
         dataset_dir(cfg)
+
+
+# ----------------------------------------------------------------------------- sft_agents
+@pytest.mark.parametrize(
+    ("overrides", "agents"),
+    [
+        # tiny: the goal-only main agent in 01_sft/sft and the Low executor in 01_sft/sft_low
+        ([], [("SFT (High)", "High", "sft", False), ("SFT (Low)", "Low", "sft_low", True)]),
+        # no executor: the main agent only
+        (["sft.low_level_executor=false"], [("SFT (High)", "High", "sft", False)]),
+        # a Low main agent (the tiny profile before issue 10) keeps the main folder
+        (
+            ["sft.low_level_executor=false", "sft.use_step_instruction=true"],
+            [("SFT (Low)", "Low", "sft", True)],
+        ),
+    ],
+)
+def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
+    cfg = load_config("tiny", overrides=overrides)
+    got = sft_agents(cfg)
+    assert [(a.name, a.level, a.stage_dir, a.cfg.sft.use_step_instruction) for a in got] == agents
+    assert got[0].cfg is cfg  # the main agent trains with the run config itself
+    for a in got[1:]:  # an executor's config differs in the instruction level only
+        diff = {k for k, v in a.cfg.to_flat().items() if cfg.to_flat()[k] != v}
+        assert diff == {"sft.use_step_instruction", "sft.low_level_executor"}
+
+
+def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
+    executor = sft_agents(load_config("tiny"))[1].cfg
+    assert load_config(executor.save(tmp_path / "low.yaml")) == executor  # what run_stage hands the subprocess
+
+
+def test_paper_profiles_train_one_high_agent() -> None:
+    assert [(a.name, a.stage_dir) for a in sft_agents(load_config("paper-3b"))] == [("SFT (High)", "sft")]

@@ -354,7 +354,11 @@ class SFTConfig(_Section):
     trained (one record per step and setting), e.g. ``["1AO", "3AO"]``: ``n``
     previous actions (0..5), as text only (``nA``) or with their screenshots (``nAO``), CCPO
     Table 2. ``use_step_instruction``: add the step's low-level instruction to the prompt (the
-    AndroidControl "Low" setting; online play never has it). ``system_prompt``: a registered
+    AndroidControl "Low" setting; online play never has it): it sets the level of the agent that
+    notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
+    ``low_level_executor``: 01 also trains a second agent, with the step instruction, in
+    ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
+    ``use_step_instruction: false``. ``system_prompt``: a registered
     prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
     format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``)."""
 
@@ -367,12 +371,18 @@ class SFTConfig(_Section):
     save_steps: int = Field(ge=1)
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
+    low_level_executor: bool = False
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
 
     @model_validator(mode="after")
     def _prompt_fits_format(self) -> SFTConfig:
+        if self.low_level_executor and self.use_step_instruction:
+            raise ValueError(
+                "low_level_executor: the main agent already has the step instruction (use_step_instruction: true) "
+                "-- set use_step_instruction: false (goal-only main agent) or low_level_executor: false"
+            )
         if self.system_prompt is not None:
             from guirl.prompts import get_prompt
 
@@ -409,10 +419,19 @@ class EvalConfig(_Section):
     n_seeds: int = Field(default=3, ge=1)
     bootstrap_samples: int = Field(ge=1)
     max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
+    # cap per split where a notebook compares many trained models (02, 05); null: max_test_steps
+    study_max_test_steps: int | None = Field(default=None, ge=1)
     online_same_tasks: bool = True  # AndroidLong App. (Table 6): three independent runs of the same tasks
     online_do_sample: bool = True  # AndroidLong App.: "pass@1 under three samples" -- sampled decoding
     online_temperature: float = Field(default=1.0, gt=0)  # not from the paper: AndroidLong is silent on it
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
+
+    def test_steps(self, *, study: bool = False) -> int | None:
+        """The per-split cap on offline test steps: ``max_test_steps``, or for a notebook that
+        compares many trained models (``study``) ``study_max_test_steps`` when it is set."""
+        if study and self.study_max_test_steps is not None:
+            return self.study_max_test_steps
+        return self.max_test_steps
 
 
 EvalConfig = resolve_section(EvalConfig)
@@ -423,6 +442,8 @@ class RuntimeConfig(_Section):
     repository (relative paths are relative to the repo root) and must exist."""
 
     device: Literal["cpu", "cuda"]
+    # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
+    threads: int | None = Field(default=None, ge=1)
     accelerate_config: str
     deepspeed_config: str | None = None
     num_processes: int = Field(ge=1)

@@ -49,6 +49,7 @@ __all__ = [
     "evaluate_online",
     "evaluation_grid",
     "gain_table",
+    "online_by_category",
     "online_caption",
     "online_for_paper",
     "paired_gain_table",
@@ -78,10 +79,15 @@ def eval_policy(
     ``source`` is a checkpoint folder (e.g. the model before training) or a finished training
     stage's result (:func:`guirl.train.launch.run_stage`; LoRA adapters are merged). The model
     is loaded with ``model.min_pixels`` / ``max_pixels`` / ``torch_dtype`` on ``runtime.device``;
-    generation uses ``eval.max_new_tokens`` and ``eval.batch_size``.
+    generation uses ``eval.max_new_tokens`` and ``eval.batch_size``; ``runtime.threads`` (when set)
+    sets torch's CPU threads of this process.
     """
     from guirl.models import load_policy, load_trained
 
+    if cfg.runtime.threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.runtime.threads)
     m = cfg.model
     kw = dict(min_pixels=m.min_pixels, max_pixels=m.max_pixels, dtype=m.torch_dtype, device=cfg.runtime.device)
     model, processor = load_trained(dict(source), **kw) if isinstance(source, Mapping) else load_policy(source, **kw)
@@ -164,6 +170,7 @@ def evaluation_grid(
     histories: Sequence[str] | None = None,
     history_builder: HistoryBuilder | None = None,
     labels: Mapping[str, Any] | None = None,
+    study: bool = False,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Prediction records of every policy x split x history setting (in that nesting order).
@@ -171,8 +178,9 @@ def evaluation_grid(
     ``policies`` maps a model name to a :class:`Policy` or to a function that builds one (called
     once, when its turn comes, so only one model is in memory at a time). ``histories``
     defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.train.sft.prompt_spec`.
-    The protocol, pixel budget and ``eval.max_test_steps`` come from ``cfg``;
-    ``history_builder`` and ``labels`` are passed to :func:`evaluate_offline`.
+    The protocol, pixel budget and the per-split step cap come from ``cfg`` (``eval.max_test_steps``;
+    ``study``: ``eval.study_max_test_steps``, the budget of notebooks that compare many trained
+    models); ``history_builder`` and ``labels`` are passed to :func:`evaluate_offline`.
     """
     from tqdm.auto import tqdm
 
@@ -196,7 +204,7 @@ def evaluation_grid(
                     max_pixels=cfg.model.max_pixels,
                     model_name=name,
                     split=split_name,
-                    max_steps=cfg.eval.max_test_steps,
+                    max_steps=cfg.eval.test_steps(study=study),
                     history_builder=history_builder,
                     labels=labels,
                 )
@@ -283,7 +291,8 @@ def gain_table(steps: pd.DataFrame, baseline: str, model: str, metric: str = "SR
 def paired_gain_table(
     cfg: Config, records: Sequence[dict[str, Any]], baseline: str, model: str, metric: str = "exact"
 ) -> pd.DataFrame:
-    """Paired difference ``model - baseline`` of a per-step metric, per (split, history).
+    """Paired difference ``model - baseline`` of a per-step metric, per (split, history) cell that
+    both models were evaluated on (e.g. a baseline evaluated at one history only).
 
     Both models' prediction records are matched step by step (and by training seed, the
     records' ``seed`` field, when they carry one): :func:`guirl.metrics.paired.paired_matrix`
@@ -299,7 +308,12 @@ def paired_gain_table(
         if want not in names:
             raise KeyError(f"paired_gain_table: model {want!r} has no records (models: {names})")
     rows = []
-    keys = _level_order([r["split"] for r in records], [r["history"] for r in records])
+    both = {(r["split"], r["history"]) for r in records if r["model"] == baseline} & {
+        (r["split"], r["history"]) for r in records if r["model"] == model
+    }
+    keys = [k for k in _level_order([r["split"] for r in records], [r["history"] for r in records]) if k in both]
+    if not keys:
+        raise ValueError(f"paired_gain_table: {baseline!r} and {model!r} share no (split, history) cell")
     for split, tag in keys:
 
         def matrix(name: str, split: Any = split, tag: Any = tag) -> Any:
@@ -327,19 +341,27 @@ def paired_gain_table(
 
 
 def table2_for_paper(
-    steps: pd.DataFrame, *, split: str, history: str, rows: Mapping[str, str], column_prefix: str
+    steps: pd.DataFrame,
+    *,
+    split: str,
+    history: str,
+    rows: Mapping[str, str],
+    column_prefix: str,
+    metrics: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Our CCPO-Table-2 cells as :func:`guirl.report.paper_comparison` reads them: one row per
     (model, metric) of ``steps`` (:func:`step_metrics`' frame) at ``split`` / ``history``, with
-    ``row`` = the paper's row name ``rows[model]`` and ``column`` = ``"<column_prefix> <metric>"``
-    (e.g. ``"AC-High SR"``); ``ours`` in %."""
+    ``row`` = the paper's row name ``rows[model]`` and ``column`` = ``"<column_prefix> <name>"``
+    (e.g. ``"AC-High SR"``); ``ours`` in %. ``metrics`` maps our metric to the paper's name for it
+    (default: TM, GR, SR as themselves; AgentCPM-GUI's tables, e.g., call SR "EM" and have no GR)."""
+    names = dict(metrics) if metrics is not None else {m: m for m in METRICS}
     out = []
     for name, paper_row in rows.items():
         sel = steps[(steps["model"] == name) & (steps["split"] == split) & (steps["history"] == history)]
         if len(sel) != 1:
             raise KeyError(f"table2_for_paper: no single row for model {name!r}, {split} {history}")
-        for metric in METRICS:
-            out.append({"row": paper_row, "column": f"{column_prefix} {metric}", "ours": float(sel.iloc[0][metric])})
+        for metric, label in names.items():
+            out.append({"row": paper_row, "column": f"{column_prefix} {label}", "ours": float(sel.iloc[0][metric])})
     return pd.DataFrame(out)
 
 
@@ -440,6 +462,55 @@ def evaluate_online(
         out.episodes += [{"run": k, **{c: r[c] for c in ONLINE_EPISODE_COLUMNS}} for r in res]
     out.summary = summarize_online(out.runs)
     return out
+
+
+def online_by_category(cfg: Config, result: OnlineEvaluation, model: str) -> pd.DataFrame:
+    """Online Task SR per task category (and ``"(all)"``) of one model, with an interval.
+
+    ``result.episodes`` holds one row per (run, task); in the AndroidLong protocol every run
+    plays the same tasks, so the successes of a category form a ``(n_runs, n_tasks)`` 0/1
+    matrix. Columns: ``model``, ``category``, ``n_tasks``, ``n_runs``, ``task_sr`` (%, mean over
+    runs and tasks), ``task_sr_std`` (population std over runs of the per-run Task SR, the
+    paper's "± std"), ``subgoal_sr`` (%), ``lo`` / ``hi`` (95% two-way bootstrap interval over
+    runs and tasks, :func:`guirl.metrics.paired.paired_difference` against 0,
+    ``eval.bootstrap_samples`` resamples, seed ``cfg.seed``) and ``resolved`` (the interval
+    excludes 0: Task SR measurably above zero). Raises ``ValueError`` when runs played different
+    task sets (``eval.online_same_tasks: false``): the matrix would not be paired.
+    """
+    import numpy as np
+
+    from guirl.metrics.paired import paired_matrix
+
+    if not result.episodes:
+        raise ValueError(f"online_by_category: {model!r} has no online episodes")
+    categories = sorted({e["category"] for e in result.episodes})
+    rows = []
+    for cat in [*categories, "(all)"]:
+        eps = [e for e in result.episodes if cat == "(all)" or e["category"] == cat]
+        m, runs, tasks = paired_matrix(
+            [{**e, "success": float(e["success"])} for e in eps],
+            value="success",
+            seed_key="run",
+            step_keys=("task_id",),
+            name=f"{model} online episodes ({cat})",
+        )
+        sub, _, _ = paired_matrix(eps, value="subgoal_rate", seed_key="run", step_keys=("task_id",), name=model)
+        d = paired_difference(np.zeros_like(m), m, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed)
+        rows.append(
+            {
+                "model": model,
+                "category": cat,
+                "n_tasks": len(tasks),
+                "n_runs": len(runs),
+                "task_sr": 100 * float(m.mean()),
+                "task_sr_std": 100 * float(m.mean(axis=1).std()),
+                "subgoal_sr": 100 * float(sub.mean()),
+                "lo": 100 * d.lo,
+                "hi": 100 * d.hi,
+                "resolved": d.resolved,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def online_caption(cfg: Config) -> str:

@@ -1,10 +1,12 @@
 """Small resolvers shared by the notebooks: where the base model and the data of a run are.
 
 They only resolve and (for the offline defaults) build; they hold no experiment logic.
+:func:`sft_agents` names the SFT agents of notebook 01 (High-level main agent, Low-level executor).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from guirl.config import Config
@@ -67,3 +69,40 @@ def dataset_dir(cfg: Config, *, progress: bool = True) -> Path:
             f"ARGS='--override data.source={cfg.data.source} --override data.path=<folder>')"
         )
     return out
+
+
+#: Output folder (under ``runs/<profile>/01_sft``) of the SFT agent at each instruction level:
+#: the main agent (the level of ``sft.use_step_instruction``) is in ``sft``, where later notebooks
+#: look for it; the extra Low-level executor of ``sft.low_level_executor`` is in ``sft_low``.
+MAIN_SFT_DIR = "sft"
+LOW_EXECUTOR_DIR = "sft_low"
+
+
+@dataclass(frozen=True)
+class SFTAgent:
+    """One SFT agent of notebook 01: ``name`` (the model name in tables, e.g. ``"SFT (High)"``),
+    ``level`` (``"High"``: goal only; ``"Low"``: goal and step instruction, AndroidControl's two
+    settings), ``cfg`` (the run config at that level: prompts of training and evaluation follow
+    ``cfg.sft.use_step_instruction``) and ``stage_dir`` (its folder under ``01_sft``)."""
+
+    name: str
+    level: str
+    cfg: Config
+    stage_dir: str
+
+
+def instruction_level(use_step_instruction: bool) -> str:
+    """``"Low"`` with the step instruction in the prompt, ``"High"`` with the goal only."""
+    return "Low" if use_step_instruction else "High"
+
+
+def sft_agents(cfg: Config) -> list[SFTAgent]:
+    """The agents notebook 01 trains, main agent first: the one of ``sft.use_step_instruction``
+    (folder :data:`MAIN_SFT_DIR`), then, with ``sft.low_level_executor``, a Low-level executor
+    (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction``."""
+    main_level = instruction_level(cfg.sft.use_step_instruction)
+    agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
+    if cfg.sft.low_level_executor:
+        sft = cfg.sft.model_copy(update={"use_step_instruction": True, "low_level_executor": False})
+        agents.append(SFTAgent("SFT (Low)", "Low", cfg.model_copy(update={"sft": sft}), LOW_EXECUTOR_DIR))
+    return agents

@@ -86,6 +86,12 @@ def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) ->
     shutil.rmtree(output_dir)
 
 
+def stage_env(cfg: Config) -> dict[str, str]:
+    """Environment variables a training subprocess gets from the config: ``OMP_NUM_THREADS`` (torch's
+    CPU threads) when ``runtime.threads`` is set, else nothing (the caller's environment stands)."""
+    return {} if cfg.runtime.threads is None else {"OMP_NUM_THREADS": str(cfg.runtime.threads)}
+
+
 class TrainingFailed(RuntimeError):
     """The training subprocess exited non-zero; the message holds the end of its output."""
 
@@ -180,7 +186,7 @@ def run_stage(
     done = output_dir / RESULT_FILE
     if done.exists():
         return json.loads(done.read_text())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg)}
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         assert proc.stdout is not None
