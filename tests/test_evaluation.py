@@ -734,7 +734,9 @@ def test_online_by_category_interval_over_runs_and_tasks(solved: int, resolved: 
     assert every["task_sr_std"] == 0.0  # the same outcome in every run
     assert bool(every["resolved"]) == resolved and every["lo"] <= every["task_sr"] <= every["hi"]
     assert table["n_tasks"].iloc[:-1].sum() == 12
-    summary = summarize_online([[e for e in online_result(success, category).episodes if e["run"] == k] for k in range(3)])
+    summary = summarize_online(
+        [[e for e in online_result(success, category).episodes if e["run"] == k] for k in range(3)]
+    )
     assert every["task_sr"] == pytest.approx(summary["task_sr"])  # the same tasks in every run: the same mean
 
 

@@ -423,6 +423,42 @@ def check_05_efficiency_profiling(out: Outputs, state: dict[str, Any]) -> None:
     in_range(per_action, "tiny tokenizer".__eq__, 1.0, 200.0)
 
 
+def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.sft_study import train_seeds
+
+    cfg = check_saved_config_is_the_one_used(out)
+    seeds = train_seeds(cfg)
+    assert len(seeds) == cfg.eval.n_train_seeds >= 2  # the smoke overlay trains one seed more than 01
+    table = out.table("seed_sr", rows=2)  # the High agent and the Low executor, in-domain
+    assert [(r["model"], r["split"]) for r in table] == [
+        ("SFT (High)", "test_in_domain"),
+        ("SFT (Low)", "test_in_domain"),
+    ]
+    for r in table:
+        assert r["n_seeds"] == len(seeds) and 0 < r["n_steps"] <= cfg.eval.max_test_steps
+        assert r["SR_lo"] <= r["SR"] <= r["SR_hi"] and math.isclose(r["half_width"], (r["SR_hi"] - r["SR_lo"]) / 2)
+        per_seed = [float(x.split(": ")[1]) for x in r["per_seed"].split(", ")]
+        assert len(per_seed) == len(seeds) and math.isclose(sum(per_seed) / len(seeds), r["SR"], abs_tol=0.06)
+    for t in out.table("seed_targets", rows=2):
+        assert t["mean_ok"] == (t["SR"] >= 40.0) and t["std_ok"] == (t["seed_std"] <= 3.0)
+    paired = out.table("seed_paired", rows=1)  # Low - High, over seeds and steps
+    for g in paired:
+        assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0)
+        assert g["n_seeds"] == len(seeds) and math.isclose(g["diff"], g["B_SR"] - g["A_SR"], abs_tol=1e-6)
+    for a in out.table("seed_conclusions", rows=len(seeds)):
+        assert a["same_conclusion"] == (a["verdict"] == a["verdict_all_seeds"] == paired[0]["verdict"])
+        assert a["resolved"] == (a["lo"] > 0 or a["hi"] < 0)
+    assert len(out.figure("seed_spread")["SR"]) == 2 * len(seeds)
+    # seed 0 is 01's model on 01's test steps: its SR equals 01's table cell
+    sr01 = {
+        r["model"]: r["SR"]
+        for r in json.loads((out.folder.parent / "01_sft" / "step_metrics_ci.json").read_text())["data"]
+        if r["history"] == cfg.eval.histories[0] and r["split"] == "test_in_domain"
+    }
+    for r in table:
+        assert math.isclose(float(r["per_seed"].split(", ")[0].split(": ")[1]), sr01[r["model"]], abs_tol=0.06)
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
@@ -431,6 +467,7 @@ CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "02_ccpo_rl": check_02_ccpo_rl,
     "05_efficiency_profiling": check_05_efficiency_profiling,
     "06_attention_visualization": check_06_attention_visualization,
+    "08_seed_study": check_08_seed_study,
 }
 
 

@@ -404,7 +404,9 @@ class EvalConfig(_Section):
     """Evaluation. ``protocol`` names the matching conventions (a registered protocol,
     :data:`EVAL_PROTOCOLS`);
     ``n_tasks`` and ``max_turns`` are for online MiniGUI episodes; results are reported over
-    ``n_seeds`` seeds with ``bootstrap_samples`` bootstrap resamples for the intervals.
+    ``n_seeds`` seeds with ``bootstrap_samples`` bootstrap resamples for the intervals;
+    ``n_train_seeds`` models are trained per agent where a notebook studies the training seed
+    (08; its evaluation does not change a trained model, hence the ``eval`` section).
     Online runs follow AndroidLong's protocol by default (App., Table 6: Task SR as the mean and
     std of three independent runs, "pass@1 under three samples"): ``online_same_tasks`` reruns
     the same tasks in every run and ``online_do_sample`` samples at ``online_temperature``;
@@ -417,6 +419,7 @@ class EvalConfig(_Section):
     n_tasks: int = Field(ge=1)
     max_turns: int = Field(ge=1)
     n_seeds: int = Field(default=3, ge=1)
+    n_train_seeds: int = Field(default=1, ge=1)  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
     bootstrap_samples: int = Field(ge=1)
     max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
     # cap per split where a notebook compares many trained models (02, 05); null: max_test_steps

@@ -1,0 +1,241 @@
+"""Notebook 01's SFT agents as functions, and training seeds as an axis (notebook 08).
+
+* :func:`train_agents`: grounding pre-training (``grounding.enabled``) and then every SFT agent
+  of :func:`guirl.workflow.sft_agents` (the main agent, the Low-level executor), each an
+  ``accelerate launch`` subprocess (:func:`guirl.train.launch.run_stage`; a finished stage is
+  reused, an interrupted one resumes). Notebook 01 calls it once; notebook 08 once per seed.
+* :func:`train_seeds` / :func:`seeded`: the training seeds of ``eval.n_train_seeds`` and the run
+  config at one of them. A **training seed** re-draws everything training draws: the tiny model's
+  random initial weights (``guirl.models.build_tiny_model(seed=...)``), the grounding and SFT data
+  order (TRL's ``seed`` / ``data_seed``); the data set, the test steps and evaluation stay those of
+  the run's own ``seed``, so every seed is scored on the same steps (a paired comparison).
+* :func:`evaluate_seeds`: every agent of every seed (and optionally the zero-shot model) on the
+  same test steps; records carry ``seed``.
+* :func:`seed_table`: step SR per (model, history, split) as the mean over seeds, the
+  seed-to-seed standard deviation and a 95% two-way bootstrap interval over seeds and test steps
+  (:func:`guirl.metrics.paired.paired_difference` against 0).
+* :func:`paired_table`: differences between models paired over seeds and steps
+  (:func:`guirl.evaluation.paired_gain_table`); :func:`seed_conclusions`: the same per seed, and
+  whether each seed alone reaches the all-seed verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from guirl.config import Config
+from guirl.data.splits import Split
+from guirl.metrics.paired import paired_difference, paired_matrix
+from guirl.workflow import sft_agents
+
+__all__ = [
+    "GROUNDING",
+    "PAIRED_COLUMNS",
+    "evaluate_seeds",
+    "paired_table",
+    "seed_conclusions",
+    "seed_table",
+    "seeded",
+    "train_agents",
+    "train_seeds",
+    "upstream_agents",
+    "zero_shot_source",
+]
+
+#: Key of the grounding stage in :func:`train_agents`' result (agents are keyed by their name).
+GROUNDING = "grounding"
+
+
+def train_agents(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Train (or reuse) grounding and every SFT agent of ``cfg`` under ``run_dir``.
+
+    Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when
+    ``grounding.enabled``), each a stage's ``result.json``. The agents start from the grounding
+    model (else from ``base_model``) and train in ``run_dir / agent.stage_dir``."""
+    from guirl.train.launch import run_stage
+
+    out: dict[str, dict[str, Any]] = {}
+    start = Path(base_model)
+    if cfg.grounding.enabled:
+        out[GROUNDING] = run_stage(
+            cfg, "grounding", data_dir=data_dir, base_model=start, output_dir=run_dir / "grounding"
+        )
+        start = Path(out[GROUNDING]["final"])
+    for agent in sft_agents(cfg):
+        out[agent.name] = run_stage(
+            agent.cfg, "sft", data_dir=data_dir, base_model=start, output_dir=run_dir / agent.stage_dir
+        )
+    return out
+
+
+def zero_shot_source(stages: Mapping[str, Mapping[str, Any]]) -> str:
+    """What the SFT agents started from (the zero-shot model): the grounding model when there is
+    one, else the base model of the first agent."""
+    if GROUNDING in stages:
+        return str(stages[GROUNDING]["final"])
+    first = next(iter(stages.values()))
+    return str(first["base_model"])
+
+
+def upstream_agents(cfg: Config, run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The stages notebook 01 trained at the run's own seed (``run_dir`` = ``runs/<profile>/01_sft``),
+    keyed as :func:`train_agents` keys them; a ``FileNotFoundError`` naming the file and the make
+    target when 01 has not run."""
+    names = ([GROUNDING] if cfg.grounding.enabled else []) + [a.name for a in sft_agents(cfg)]
+    dirs = (["grounding"] if cfg.grounding.enabled else []) + [a.stage_dir for a in sft_agents(cfg)]
+    out = {}
+    for name, folder in zip(names, dirs):
+        path = Path(run_dir) / folder / "result.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no {folder} result of notebook 01_sft; run `make nb-01_sft` first")
+        out[name] = json.loads(path.read_text(encoding="utf-8"))
+    return out
+
+
+def train_seeds(cfg: Config) -> list[int]:
+    """The ``eval.n_train_seeds`` training seeds: ``seed``, ``seed + 1``, ..."""
+    return [cfg.seed + k for k in range(cfg.eval.n_train_seeds)]
+
+
+def seeded(cfg: Config, seed: int) -> Config:
+    """``cfg`` with ``seed`` replaced (the training seed). Pass it to training only: the data set
+    and evaluation keep the run's own seed (``guirl.workflow.dataset_dir(cfg)``)."""
+    return cfg.model_copy(update={"seed": int(seed)})
+
+
+def evaluate_seeds(
+    cfg: Config,
+    stages_by_seed: Mapping[int, Mapping[str, Mapping[str, Any]]],
+    splits: Mapping[str, Split],
+    *,
+    history: str,
+    zero_shot: bool = True,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Prediction records of every agent (and, with ``zero_shot``, of the model it started from),
+    for every training seed, on the same test steps (``eval.max_test_steps`` per split) at one
+    ``history`` setting; each record carries ``seed``. Agents are prompted at their own
+    instruction level (their config from :func:`guirl.workflow.sft_agents`)."""
+    from guirl import evaluation as ev
+
+    records: list[dict[str, Any]] = []
+    agents = sft_agents(cfg)
+    for seed, stages in stages_by_seed.items():
+        labels = {"seed": int(seed)}
+        src = zero_shot_source(stages)
+        if zero_shot:
+            records += ev.evaluation_grid(
+                cfg,
+                {"zero-shot": lambda src=src: ev.eval_policy(cfg, src)},
+                splits,
+                histories=[history],
+                labels=labels,
+                progress=progress,
+            )
+        for agent in agents:
+            records += ev.evaluation_grid(
+                agent.cfg,
+                {agent.name: lambda a=agent, st=stages: ev.eval_policy(a.cfg, st[a.name])},
+                splits,
+                histories=[history],
+                labels=labels,
+                progress=progress,
+            )
+    return records
+
+
+def seed_table(
+    records: Sequence[dict[str, Any]],
+    *,
+    n_boot: int,
+    boot_seed: int,
+    by: Sequence[str] = ("model", "history", "split"),
+) -> pd.DataFrame:
+    """Step SR over training seeds, one row per group of ``by`` (in order of first appearance).
+
+    Columns: the ``by`` fields, ``n_seeds``, ``n_steps`` (the protocol's counted steps, the same
+    for every seed), ``SR`` (%, mean over seeds and steps), ``seed_std`` (sample standard
+    deviation of the per-seed SR over seeds, points; ``nan`` with one seed), ``SR_lo`` /
+    ``SR_hi`` (95% two-way percentile bootstrap over seeds and steps), ``half_width``
+    (``(SR_hi - SR_lo) / 2``) and ``per_seed`` (each seed's SR, in seed order). Records need
+    ``seed``, ``episode_id``, ``step_id`` and ``exact``; a seed that lacks a step another seed
+    has raises ``ValueError`` naming the group (the seeds would not be comparable)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(tuple(r[k] for k in by), []).append(r)
+    rows = []
+    for key, group in groups.items():
+        counted = [r for r in group if r.get("counted", True)]
+        m, seeds, steps = paired_matrix(
+            counted, value="exact", seed_key="seed", step_keys=("episode_id", "step_id"), name=f"records {key}"
+        )
+        per_seed = 100.0 * m.mean(axis=1)
+        d = paired_difference(np.zeros_like(m), m, n_boot=n_boot, seed=boot_seed)
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "n_seeds": len(seeds),
+                "n_steps": len(steps),
+                "SR": 100.0 * float(m.mean()),
+                "seed_std": float(np.std(per_seed, ddof=1)) if len(seeds) > 1 else math.nan,
+                "SR_lo": 100.0 * d.lo,
+                "SR_hi": 100.0 * d.hi,
+                "half_width": 50.0 * (d.hi - d.lo),
+                "per_seed": ", ".join(f"{s}: {v:.1f}" for s, v in zip(seeds, per_seed)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+#: Columns of :func:`paired_table`.
+PAIRED_COLUMNS = ("A", "B", "split", "history", "A_SR", "B_SR", "diff", "lo", "hi", "resolved", "verdict")
+
+
+def paired_table(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """Step SR of model ``B`` minus model ``A`` for each ``(A, B)`` of ``pairs`` and each (split,
+    history) both have, paired over the records' training seeds and test steps
+    (:func:`guirl.evaluation.paired_gain_table`): :data:`PAIRED_COLUMNS` plus ``n_seeds`` /
+    ``n_steps``. No pairs: an empty table with those columns."""
+    from guirl import evaluation as ev
+
+    columns = [*PAIRED_COLUMNS, "n_seeds", "n_steps"]
+    frames = [
+        ev.paired_gain_table(cfg, records, baseline=a, model=b).rename(columns={a: "A_SR", b: "B_SR"}).assign(A=a, B=b)
+        for a, b in pairs
+    ]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def seed_conclusions(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """Would one training seed alone reach the conclusion all seeds reach? :func:`paired_table` on
+    each seed's records (interval over test steps only), with ``seed``, ``verdict_all_seeds``
+    (the verdict over every seed and step) and ``same_conclusion``."""
+    overall = paired_table(cfg, records, pairs)[["A", "B", "split", "history", "verdict"]]
+    seeds = sorted({r["seed"] for r in records})
+    frames = [paired_table(cfg, [r for r in records if r["seed"] == s], pairs).assign(seed=s) for s in seeds]
+    per_seed = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*PAIRED_COLUMNS, "seed"])
+    out = per_seed.merge(overall, on=["A", "B", "split", "history"], suffixes=("", "_all_seeds"), how="left")
+    out["same_conclusion"] = out["verdict"] == out["verdict_all_seeds"]
+    return out[
+        [
+            "A",
+            "B",
+            "seed",
+            "split",
+            "history",
+            "diff",
+            "lo",
+            "hi",
+            "resolved",
+            "verdict",
+            "verdict_all_seeds",
+            "same_conclusion",
+        ]
+    ]

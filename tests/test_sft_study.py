@@ -1,0 +1,120 @@
+"""Tests for guirl.sft_study: training seeds (which seeds, what a seeded config changes), 01's
+stages read back, the zero-shot source, and the seed table (mean, seed std, two-way interval)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guirl import sft_study as ss
+from guirl.config import load_config
+from guirl.metrics.paired import paired_difference
+
+
+@pytest.mark.parametrize(
+    ("overrides", "seeds"),
+    [
+        ([], [0, 1, 2]),  # tiny: 3 training seeds from the run's seed
+        (["seed=5", "eval.n_train_seeds=2"], [5, 6]),  # consecutive from the run's own seed
+        (["eval.n_train_seeds=1"], [0]),  # one seed: 01's run alone
+    ],
+)
+def test_train_seeds(overrides: list[str], seeds: list[int]) -> None:
+    assert ss.train_seeds(load_config("tiny", overrides=overrides)) == seeds
+
+
+def test_seeded_changes_the_seed_only() -> None:
+    cfg = load_config("tiny")
+    other = ss.seeded(cfg, 2)
+    assert other.seed == 2 and cfg.seed == 0  # the run config is untouched
+    assert {k for k, v in other.to_flat().items() if cfg.to_flat()[k] != v} == {"seed"}
+
+
+def write_result(folder: Path, **fields) -> None:
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(fields))
+
+
+def test_upstream_agents_reads_01s_stages_and_names_the_target(tmp_path: Path) -> None:
+    cfg = load_config("tiny")
+    write_result(tmp_path / "grounding", final="g/final")
+    write_result(tmp_path / "sft", final="h/final", base_model="g/final")
+    with pytest.raises(FileNotFoundError, match=r"sft_low/result.json.*make nb-01_sft"):
+        ss.upstream_agents(cfg, tmp_path)  # the Low executor has not been trained
+    write_result(tmp_path / "sft_low", final="l/final", base_model="g/final")
+    stages = ss.upstream_agents(cfg, tmp_path)
+    assert list(stages) == ["grounding", "SFT (High)", "SFT (Low)"]
+    assert ss.zero_shot_source(stages) == "g/final"  # zero-shot = the grounding model
+    no_grounding = {"SFT (High)": {"final": "h/final", "base_model": "base"}}
+    assert ss.zero_shot_source(no_grounding) == "base"  # paper profiles: the pretrained model
+
+
+def recs(matrix: list[list[int]], model: str = "m", split: str = "s") -> list[dict]:
+    """Prediction-like records of a (seeds, steps) 0/1 matrix."""
+    return [
+        {"model": model, "history": "1AO", "split": split, "seed": i, "episode_id": "e", "step_id": j, "exact": bool(v)}
+        for i, row in enumerate(matrix)
+        for j, v in enumerate(row)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("matrix", "sr", "std"),
+    [
+        ([[1, 1, 0, 0], [1, 1, 0, 0]], 50.0, 0.0),  # two seeds, the same outcomes: no seed spread
+        ([[1, 1, 1, 1], [0, 0, 0, 0]], 50.0, math.sqrt(2) * 50.0),  # all or nothing: sample std of (100, 0)
+        ([[1, 0, 0, 0]], 25.0, math.nan),  # one seed: no seed std
+    ],
+)
+def test_seed_table_mean_and_seed_std(matrix: list[list[int]], sr: float, std: float) -> None:
+    row = ss.seed_table(recs(matrix), n_boot=200, boot_seed=0).iloc[0]
+    assert row["SR"] == pytest.approx(sr) and row["n_seeds"] == len(matrix) and row["n_steps"] == 4
+    assert (math.isnan(row["seed_std"]) and math.isnan(std)) or row["seed_std"] == pytest.approx(std)
+    assert row["SR_lo"] <= row["SR"] <= row["SR_hi"]
+    assert row["per_seed"] == ", ".join(f"{i}: {100 * np.mean(r):.1f}" for i, r in enumerate(matrix))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=5, max_size=5), min_size=1, max_size=4))
+def test_seed_table_interval_is_the_two_way_bootstrap_of_the_rate(matrix: list[list[bool]]) -> None:
+    row = ss.seed_table(recs(matrix), n_boot=100, boot_seed=3).iloc[0]
+    m = np.asarray(matrix, dtype=float)
+    d = paired_difference(np.zeros_like(m), m, n_boot=100, seed=3)
+    assert (row["SR"], row["SR_lo"], row["SR_hi"]) == pytest.approx((100 * m.mean(), 100 * d.lo, 100 * d.hi))
+    assert row["half_width"] == pytest.approx(50 * (d.hi - d.lo))
+
+
+def test_seed_table_groups_and_counted_steps_and_refuses_unpaired_seeds() -> None:
+    records = recs([[1, 0], [1, 1]], model="a") + recs([[0, 0], [0, 1]], model="b", split="t")
+    records.append({**records[0], "step_id": 9, "exact": False, "counted": False})  # outside the SR denominator
+    table = ss.seed_table(records, n_boot=50, boot_seed=0)
+    assert table[["model", "split", "n_steps"]].values.tolist() == [["a", "s", 2], ["b", "t", 2]]
+    with pytest.raises(ValueError, match="seed 1 has no record"):
+        ss.seed_table(recs([[1, 0], [1, 1]])[:-1], n_boot=50, boot_seed=0)  # seed 1 lacks step 1
+
+
+def pair_recs(seed_rows: dict[str, list[list[int]]]) -> list[dict]:
+    return [r for model, matrix in seed_rows.items() for r in recs(matrix, model=model)]
+
+
+def test_paired_table_and_per_seed_conclusions() -> None:
+    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=200"])
+    # B beats A on every step of seed 0 and ties on seed 1
+    records = pair_recs({"A": [[0] * 30, [1] * 30], "B": [[1] * 30, [1] * 30]})
+    table = ss.paired_table(cfg, records, [("A", "B")])
+    assert list(table.columns) == [*ss.PAIRED_COLUMNS, "n_seeds", "n_steps"]
+    row = table.iloc[0]
+    assert (row["A_SR"], row["B_SR"], row["diff"]) == pytest.approx((50.0, 100.0, 50.0)) and row["n_seeds"] == 2
+    agree = ss.seed_conclusions(cfg, records, [("A", "B")])
+    assert agree["seed"].tolist() == [0, 1]
+    assert agree["verdict"].tolist() == ["B > A", "unresolved"]  # seed 1 alone sees no difference
+    assert agree["verdict_all_seeds"].tolist() == [row["verdict"]] * 2
+    assert agree["same_conclusion"].tolist() == [row["verdict"] == "B > A", row["verdict"] == "unresolved"]
+    assert ss.paired_table(cfg, records, []).empty  # no executor: no pairs, an empty table
+    assert ss.seed_conclusions(cfg, records, []).empty
