@@ -784,8 +784,8 @@ def test_load_run_config_loads_exactly_the_given_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "main", "study"),
     [
-        ([], 450, 60),  # tiny: 01's table on 450 steps per split, 02 / 05 on 60
-        (["eval.study_max_test_steps=null"], 450, 450),  # no study cap: the main cap
+        ([], 400, 60),  # tiny: 01's table on 400 steps per split, 02 / 05 on 60
+        (["eval.study_max_test_steps=null"], 400, 400),  # no study cap: the main cap
         (["eval.max_test_steps=null", "eval.study_max_test_steps=null"], None, None),  # every step
         (["eval.max_test_steps=null"], None, 60),  # a study cap alone
     ],
