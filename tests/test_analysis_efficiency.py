@@ -75,6 +75,31 @@ def test_rescale_screens_resizes_copies_and_keeps_normalised_actions(split, tmp_
         E.rescale_screens(eps, split.image_root, (0, 10), root)
 
 
+@pytest.mark.parametrize(
+    ("n_steps", "n_history"),
+    [
+        (1, 0),  # the first episode alone
+        (3, 2),  # a few steps with a 2-step history
+        (8, 3),  # notebook 05's tiny setting (token_steps 8, longest history 3AO)
+        (10_000, 1),  # more steps than the split has: every episode
+    ],
+)
+def test_episodes_for_steps_is_all_history_step_prompts_reads(split, n_steps, n_history) -> None:
+    part = E.episodes_for_steps(split.episodes, n_steps, n_history)
+    assert part == list(split.episodes[: len(part)])
+    for n in range(n_history + 1):  # every history length up to n_history gives the same prompts
+        full = E.history_step_prompts(split.episodes, _spec(n), image_root=split.image_root, n_steps=n_steps, **BUDGET)
+        cut = E.history_step_prompts(part, _spec(n), image_root=split.image_root, n_steps=n_steps, **BUDGET)
+        assert [(p.episode.episode_id, p.t, p.prompt) for p in cut] == [
+            (p.episode.episode_id, p.t, p.prompt) for p in full
+        ]
+    if len(part) < len(split.episodes):  # the prefix is the shortest one
+        shorter = part[:-1]
+        assert sum(max(0, len(e.steps) - n_history) for e in shorter) < n_steps
+    with pytest.raises(ValueError, match="n_steps"):
+        E.episodes_for_steps(split.episodes, 0, n_history)
+
+
 def test_history_step_prompts_keep_steps_with_a_full_history(split) -> None:
     ps = E.history_step_prompts(split.episodes, _spec(2), image_root=split.image_root, n_steps=3, **BUDGET)
     assert len(ps) == 3 and all(p.t >= 2 for p in ps)

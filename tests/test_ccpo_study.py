@@ -62,18 +62,6 @@ def test_ablation_keys_are_validated(key: str, value, words: str) -> None:
         cfg_with(**{key: value})
 
 
-def test_upstream_result_names_the_missing_file_and_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
-    cfg = load_config("tiny")
-    with pytest.raises(FileNotFoundError, match=r"01_sft/sft/result.json.*make nb-01_sft"):
-        cs.upstream_result(cfg, "01_sft", "sft")
-    path = tmp_path / "tiny" / "01_sft" / "sft" / "result.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"final": "x"}))
-    assert cs.upstream_result(cfg, "01_sft", "sft") == {"final": "x"}
-
-
-# ----------------------------------------------------------------------------- reward rise
 def write_log(path: Path, rewards: list[float]) -> dict:
     path.write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n" for i, r in enumerate(rewards)))
     return {"log": str(path)}

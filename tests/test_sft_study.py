@@ -41,14 +41,16 @@ def write_result(folder: Path, **fields) -> None:
     (folder / "result.json").write_text(json.dumps(fields))
 
 
-def test_upstream_agents_reads_01s_stages_and_names_the_target(tmp_path: Path) -> None:
+def test_upstream_agents_reads_01s_stages_and_names_the_target(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
     cfg = load_config("tiny")
-    write_result(tmp_path / "grounding", final="g/final")
-    write_result(tmp_path / "sft", final="h/final", base_model="g/final")
+    run = tmp_path / "tiny" / "01_sft"
+    write_result(run / "grounding", final="g/final")
+    write_result(run / "sft", final="h/final", base_model="g/final")
     with pytest.raises(FileNotFoundError, match=r"sft_low/result.json.*make nb-01_sft"):
-        ss.upstream_agents(cfg, tmp_path)  # the Low executor has not been trained
-    write_result(tmp_path / "sft_low", final="l/final", base_model="g/final")
-    stages = ss.upstream_agents(cfg, tmp_path)
+        ss.upstream_agents(cfg)  # the Low executor has not been trained
+    write_result(run / "sft_low", final="l/final", base_model="g/final")
+    stages = ss.upstream_agents(cfg)
     assert list(stages) == ["grounding", "SFT (High)", "SFT (Low)"]
     assert ss.zero_shot_source(stages) == "g/final"  # zero-shot = the grounding model
     no_grounding = {"SFT (High)": {"final": "h/final", "base_model": "base"}}

@@ -121,6 +121,10 @@ def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
         ("sft", ["sft.max_steps=7", "sft.learning_rate=0.002"], {"max_steps": 7, "learning_rate": 0.002}),
         # sft without max_steps trains by epochs (-1 = no step cap in transformers)
         ("sft", ["sft.max_steps=null", "sft.epochs=2"], {"max_steps": -1, "num_train_epochs": 2.0}),
+        # tiny profile: no activation recompute on CPU (TRL's default is on)
+        ("sft", [], {"activation_checkpointing": False}),
+        # the runtime key reaches both stages
+        ("grounding", ["runtime.activation_checkpointing=true"], {"activation_checkpointing": True}),
     ],
 )
 def test_training_args_come_from_the_config(stage, overrides, expect, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import guirl.env.export as minigui
 from guirl.config import load_config
 from guirl.models import CheckpointNotFoundError, build_tiny_model
-from guirl.workflow import base_model_dir, minigui_dir, sft_agents
+from guirl.workflow import base_model_dir, minigui_dir, sft_agents, upstream_result
 
 SMALL = ["data.n_train_tasks=6", "data.n_test_tasks=6"]  # 12 MiniGUI tasks: about half a second to build
 
@@ -159,3 +159,17 @@ def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
 
 def test_paper_profiles_train_one_high_agent() -> None:
     assert [(a.name, a.stage_dir) for a in sft_agents(load_config("paper-3b"))] == [("SFT (High)", "sft")]
+
+
+def test_upstream_result_names_the_missing_file_and_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
+    cfg = load_config("tiny")
+    with pytest.raises(FileNotFoundError, match=r"01_sft/sft/result.json.*make nb-01_sft"):
+        upstream_result(cfg, "01_sft", "sft")
+    path = tmp_path / "tiny" / "01_sft" / "sft" / "result.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"final": "x"}))
+    assert upstream_result(cfg, "01_sft", "sft") == {"final": "x"}
+
+
+# ----------------------------------------------------------------------------- reward rise

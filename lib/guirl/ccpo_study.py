@@ -58,7 +58,6 @@ __all__ = [
     "RLRun",
     "main_runs",
     "ablation_runs",
-    "upstream_result",
     "run_rl_runs",
     "rl_policies",
     "ablation_table",
@@ -488,20 +487,6 @@ def ablation_runs(cfg: Config) -> list[RLRun]:
         if g != cfg.rl.group_size
     ]
     return runs
-
-
-def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:
-    """The ``result.json`` of stage ``stage`` written by notebook ``notebook`` for this profile
-    (e.g. ``("01_sft", "sft")``); a ``FileNotFoundError`` naming the file and the make target
-    when that notebook has not run."""
-    import json
-
-    from guirl.paths import runs_dir
-
-    path = runs_dir(cfg.profile) / notebook / stage / "result.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no {stage} result of notebook {notebook}; run `make nb-{notebook}` first")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def run_rl_runs(

@@ -447,6 +447,9 @@ class RuntimeConfig(_Section):
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
     threads: int | None = Field(default=None, ge=1)
+    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
+    # for time. Off on CPU: the tiny model's SFT step is 12% faster with the same loss (docs/stack.md)
+    activation_checkpointing: bool = True
     accelerate_config: str
     deepspeed_config: str | None = None
     num_processes: int = Field(ge=1)

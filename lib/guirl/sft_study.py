@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ import pandas as pd
 from guirl.config import Config
 from guirl.data.splits import Split
 from guirl.metrics.paired import paired_difference, paired_matrix
-from guirl.workflow import sft_agents
+from guirl.workflow import sft_agents, upstream_result
 
 __all__ = [
     "GROUNDING",
@@ -84,19 +83,14 @@ def zero_shot_source(stages: Mapping[str, Mapping[str, Any]]) -> str:
     return str(first["base_model"])
 
 
-def upstream_agents(cfg: Config, run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The stages notebook 01 trained at the run's own seed (``run_dir`` = ``runs/<profile>/01_sft``),
-    keyed as :func:`train_agents` keys them; a ``FileNotFoundError`` naming the file and the make
-    target when 01 has not run."""
-    names = ([GROUNDING] if cfg.grounding.enabled else []) + [a.name for a in sft_agents(cfg)]
-    dirs = (["grounding"] if cfg.grounding.enabled else []) + [a.stage_dir for a in sft_agents(cfg)]
-    out = {}
-    for name, folder in zip(names, dirs):
-        path = Path(run_dir) / folder / "result.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no {folder} result of notebook 01_sft; run `make nb-01_sft` first")
-        out[name] = json.loads(path.read_text(encoding="utf-8"))
-    return out
+def upstream_agents(cfg: Config) -> dict[str, dict[str, Any]]:
+    """The stages notebook 01 trained at the run's own seed (under ``runs/<profile>/01_sft``),
+    keyed as :func:`train_agents` keys them; :func:`guirl.workflow.upstream_result`'s error
+    (naming the file and ``make nb-01_sft``) when 01 has not run."""
+    stages = ([(GROUNDING, "grounding")] if cfg.grounding.enabled else []) + [
+        (a.name, a.stage_dir) for a in sft_agents(cfg)
+    ]
+    return {name: upstream_result(cfg, "01_sft", folder) for name, folder in stages}
 
 
 def train_seeds(cfg: Config) -> list[int]:

@@ -1,13 +1,15 @@
 """Small resolvers shared by the notebooks: where the base model and the data of a run are.
 
 They only resolve and (for the offline defaults) build; they hold no experiment logic.
-:func:`sft_agents` names the SFT agents of notebook 01 (High-level main agent, Low-level executor).
+:func:`sft_agents` names the SFT agents of notebook 01 (High-level main agent, Low-level executor);
+:func:`upstream_result` reads a stage another notebook trained.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from guirl.config import Config
 from guirl.paths import data_dir
@@ -106,3 +108,17 @@ def sft_agents(cfg: Config) -> list[SFTAgent]:
         sft = cfg.sft.model_copy(update={"use_step_instruction": True, "low_level_executor": False})
         agents.append(SFTAgent("SFT (Low)", "Low", cfg.model_copy(update={"sft": sft}), LOW_EXECUTOR_DIR))
     return agents
+
+
+def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:
+    """The ``result.json`` of stage ``stage`` written by notebook ``notebook`` for this profile
+    (e.g. ``("01_sft", "sft")``, under ``runs/<profile>/``); a ``FileNotFoundError`` naming the
+    file and the make target when that notebook has not run."""
+    import json
+
+    from guirl.paths import runs_dir
+
+    path = runs_dir(cfg.profile) / notebook / stage / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no {stage} result of notebook {notebook}; run `make nb-{notebook}` first")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -45,6 +45,7 @@ __all__ = [
     "model_specs",
     "architecture_config",
     "rescale_screens",
+    "episodes_for_steps",
     "history_step_prompts",
     "prompt_batch",
     "prompt_inputs",
@@ -132,6 +133,24 @@ def rescale_screens(
             steps.append(dataclasses.replace(step, screen_size=(w, h)))
         out.append(dataclasses.replace(ep, steps=tuple(steps)))
     return out, dst
+
+
+def episodes_for_steps(episodes: Sequence[Any], n_steps: int, n_history: int) -> list[Any]:
+    """The shortest prefix of ``episodes`` that holds ``n_steps`` steps with at least
+    ``n_history`` earlier steps (all of them when there are fewer).
+
+    :func:`history_step_prompts` with ``n_steps`` and any history length up to ``n_history``
+    reads only these episodes, so a caller that prepares screens (e.g. :func:`rescale_screens`)
+    prepares these and no more."""
+    if n_steps < 1 or n_history < 0:
+        raise ValueError(f"n_steps must be >= 1 and n_history >= 0, got {n_steps}, {n_history}")
+    out, found = [], 0
+    for ep in episodes:
+        if found >= n_steps:
+            break
+        out.append(ep)
+        found += max(0, len(ep.steps) - n_history)
+    return out
 
 
 def history_step_prompts(

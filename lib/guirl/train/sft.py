@@ -98,6 +98,7 @@ def training_args(cfg: Config, stage: str, output_dir: Path):
         save_total_limit=2,
         completion_only_loss=True,
         dataloader_num_workers=0,
+        activation_checkpointing=cfg.runtime.activation_checkpointing,
         max_length=None,  # never truncate: truncation would cut image placeholder tokens
         deepspeed=str(resolve_repo_path(cfg.runtime.deepspeed_config)) if cfg.runtime.deepspeed_config else None,
     )
