@@ -751,3 +751,28 @@ def test_online_by_category_std_over_runs_and_unpaired_runs() -> None:
         ev.online_by_category(cfg, other, "m")
     with pytest.raises(ValueError, match="no online episodes"):
         ev.online_by_category(cfg, ev.OnlineEvaluation(history="1AO"), "m")
+
+
+def test_online_by_category_says_how_many_tasks_fit_the_turn_limit() -> None:
+    cfg = tiny_cfg()  # eval.max_turns = 3
+    success = {"a": [False, False], "b": [False, False], "c": [True, True]}
+    category = {"a": "compound", "b": "compound", "c": "information_query"}
+    steps = {"a": 2, "b": 7, "c": 3}  # b needs more steps than the turn limit
+    table = ev.online_by_category(cfg, online_result(success, category), "m", expert_steps=steps)
+    rows = {r["category"]: r for r in table.to_dict("records")}
+    assert (rows["compound"]["expert_steps"], rows["compound"]["within_turns"]) == (4.5, 1)
+    assert (rows["information_query"]["expert_steps"], rows["information_query"]["within_turns"]) == (3.0, 1)
+    assert rows["(all)"]["within_turns"] == 2 and rows["(all)"]["expert_steps"] == pytest.approx(4.0)
+    assert "expert_steps" not in ev.online_by_category(cfg, online_result(success, category), "m").columns
+    with pytest.raises(ValueError, match="no entry for task 'c'"):
+        ev.online_by_category(cfg, online_result(success, category), "m", expert_steps={"a": 2, "b": 7})
+
+
+def test_online_expert_steps_cover_every_online_task() -> None:
+    cfg = tiny_cfg(n_tasks=6, n_seeds=2)
+    steps = ev.online_expert_steps(cfg)
+    tasks = {t.task_id for k in range(2) for t in ev.online_tasks(cfg, k, same_tasks=True)}
+    assert set(steps) == tasks and len(tasks) == 6  # the same tasks in every run
+    assert all(isinstance(n, int) and n >= 1 for n in steps.values())
+    other = tiny_cfg(n_tasks=6, n_seeds=2, online_same_tasks=False)
+    assert len(ev.online_expert_steps(other)) == 12  # a new task set per run

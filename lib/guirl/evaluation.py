@@ -50,6 +50,7 @@ __all__ = [
     "evaluation_grid",
     "gain_table",
     "online_by_category",
+    "online_expert_steps",
     "online_caption",
     "online_for_paper",
     "paired_gain_table",
@@ -464,7 +465,23 @@ def evaluate_online(
     return out
 
 
-def online_by_category(cfg: Config, result: OnlineEvaluation, model: str) -> pd.DataFrame:
+def online_expert_steps(cfg: Config) -> dict[str, int]:
+    """``{task_id: steps}``: how many steps the scripted MiniGUI expert (:func:`guirl.env.expert.solve`,
+    without rendering) takes on each task of every online run (:func:`online_tasks`). A task whose
+    expert needs more than ``eval.max_turns`` steps cannot be solved within the turn limit."""
+    from guirl.env.expert import solve
+
+    out: dict[str, int] = {}
+    for k in range(cfg.eval.n_seeds):
+        for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
+            if task.task_id not in out:
+                out[task.task_id] = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
+    return out
+
+
+def online_by_category(
+    cfg: Config, result: OnlineEvaluation, model: str, *, expert_steps: Mapping[str, int] | None = None
+) -> pd.DataFrame:
     """Online Task SR per task category (and ``"(all)"``) of one model, with an interval.
 
     ``result.episodes`` holds one row per (run, task); in the AndroidLong protocol every run
@@ -474,8 +491,12 @@ def online_by_category(cfg: Config, result: OnlineEvaluation, model: str) -> pd.
     paper's "± std"), ``subgoal_sr`` (%), ``lo`` / ``hi`` (95% two-way bootstrap interval over
     runs and tasks, :func:`guirl.metrics.paired.paired_difference` against 0,
     ``eval.bootstrap_samples`` resamples, seed ``cfg.seed``) and ``resolved`` (the interval
-    excludes 0: Task SR measurably above zero). Raises ``ValueError`` when runs played different
-    task sets (``eval.online_same_tasks: false``): the matrix would not be paired.
+    excludes 0: Task SR measurably above zero). With ``expert_steps`` (:func:`online_expert_steps`)
+    two more columns say how long the category's tasks are: ``expert_steps`` (mean steps of the
+    scripted expert) and ``within_turns`` (tasks whose expert needs at most ``eval.max_turns``
+    steps: the most the agent can solve). Raises ``ValueError`` when runs played different task
+    sets (``eval.online_same_tasks: false``): the matrix would not be paired, or when
+    ``expert_steps`` lacks a task.
     """
     import numpy as np
 
@@ -496,20 +517,26 @@ def online_by_category(cfg: Config, result: OnlineEvaluation, model: str) -> pd.
         )
         sub, _, _ = paired_matrix(eps, value="subgoal_rate", seed_key="run", step_keys=("task_id",), name=model)
         d = paired_difference(np.zeros_like(m), m, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed)
-        rows.append(
-            {
-                "model": model,
-                "category": cat,
-                "n_tasks": len(tasks),
-                "n_runs": len(runs),
-                "task_sr": 100 * float(m.mean()),
-                "task_sr_std": 100 * float(m.mean(axis=1).std()),
-                "subgoal_sr": 100 * float(sub.mean()),
-                "lo": 100 * d.lo,
-                "hi": 100 * d.hi,
-                "resolved": d.resolved,
-            }
-        )
+        row = {
+            "model": model,
+            "category": cat,
+            "n_tasks": len(tasks),
+            "n_runs": len(runs),
+            "task_sr": 100 * float(m.mean()),
+            "task_sr_std": 100 * float(m.mean(axis=1).std()),
+            "subgoal_sr": 100 * float(sub.mean()),
+            "lo": 100 * d.lo,
+            "hi": 100 * d.hi,
+            "resolved": d.resolved,
+        }
+        if expert_steps is not None:
+            missing = [t for (t,) in tasks if t not in expert_steps]
+            if missing:
+                raise ValueError(f"online_by_category: expert_steps has no entry for task {missing[0]!r}")
+            lengths = [expert_steps[t] for (t,) in tasks]
+            row["expert_steps"] = float(np.mean(lengths))
+            row["within_turns"] = sum(n <= cfg.eval.max_turns for n in lengths)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
