@@ -73,3 +73,12 @@ def test_a_claim_only_one_run_has_does_not_agree(tmp_path: Path, monkeypatch: py
     b = write_run(tmp_path / "b", {"test_in_domain": (1.0, 3.0), "test_unseen_task": (1.0, 2.0)}, monkeypatch)
     cmp = C.compare_runs(a, b)
     assert cmp["same"].tolist() == [True, False] and cmp["verdict_a"].tolist() == ["+", None]
+
+
+def test_cli_counts_a_claim_missing_from_one_run_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # b has one more claim, unresolved: it is not counted as resolved, and the count line says it is in one run only
+    a = write_run(tmp_path / "a", {"test_in_domain": (1.0, 3.0)}, monkeypatch)
+    b = write_run(tmp_path / "b", {"test_in_domain": (1.0, 3.0), "test_unseen_task": (-1.0, 2.0)}, monkeypatch)
+    assert C.main([str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 claims agree; resolved in either run: 1, of which 1 agree; in one run only: 1" in out

@@ -760,9 +760,13 @@ def test_online_by_category_says_how_many_tasks_fit_the_turn_limit() -> None:
     steps = {"a": 2, "b": 7, "c": 3}  # b needs more steps than the turn limit
     table = ev.online_by_category(cfg, online_result(success, category), "m", expert_steps=steps)
     rows = {r["category"]: r for r in table.to_dict("records")}
-    assert (rows["compound"]["expert_steps"], rows["compound"]["within_turns"]) == (4.5, 1)
-    assert (rows["information_query"]["expert_steps"], rows["information_query"]["within_turns"]) == (3.0, 1)
-    assert rows["(all)"]["within_turns"] == 2 and rows["(all)"]["expert_steps"] == pytest.approx(4.0)
+    assert (rows["compound"]["expert_steps"], rows["compound"]["n_within_turns"]) == (4.5, 1)
+    assert (rows["information_query"]["expert_steps"], rows["information_query"]["n_within_turns"]) == (3.0, 1)
+    assert rows["(all)"]["n_within_turns"] == 2 and rows["(all)"]["expert_steps"] == pytest.approx(4.0)
+    # a row's claim (guirl.conclusions) is named by model and category only, not by the counts beside them
+    from guirl.conclusions import _key
+
+    assert json.loads(_key(rows["compound"])) == {"model": "m", "category": "compound"}
     assert "expert_steps" not in ev.online_by_category(cfg, online_result(success, category), "m").columns
     with pytest.raises(ValueError, match="no entry for task 'c'"):
         ev.online_by_category(cfg, online_result(success, category), "m", expert_steps={"a": 2, "b": 7})

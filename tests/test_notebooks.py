@@ -302,8 +302,8 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     assert sum(r["n_tasks"] for r in cats[:-1]) == cfg.eval.n_tasks
     for r in cats:
         assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
-        assert r["expert_steps"] >= 1 and 0 <= r["within_turns"] <= r["n_tasks"]
-    assert sum(r["within_turns"] for r in cats[:-1]) == cats[-1]["within_turns"]
+        assert r["expert_steps"] >= 1 and 0 <= r["n_within_turns"] <= r["n_tasks"]
+    assert sum(r["n_within_turns"] for r in cats[:-1]) == cats[-1]["n_within_turns"]
     vs = out.table("online_vs_paper", rows=10)  # AndroidLong Table 6: 5 rows x (Task SR, std)
     ours = {r["column"]: r["ours"] for r in vs if r["row"] == "SFT (no memory)"}
     assert ours == {"Task SR": online[0]["task_sr"], "Task SR std": online[0]["task_sr_std"]}

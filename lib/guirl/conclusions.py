@@ -116,10 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with pd.option_context("display.max_colwidth", 120, "display.width", 200):
         if not differ.empty:
             print(differ[["notebook", "table", "key", "verdict_a", "verdict_b", "diff_a", "diff_b"]].to_string())
-    resolved = cmp[(cmp["verdict_a"] != "0") | (cmp["verdict_b"] != "0")]
+    marked = ("+", "-")
+    resolved = cmp[cmp["verdict_a"].isin(marked) | cmp["verdict_b"].isin(marked)]
+    one_run = int((cmp["verdict_a"].isna() | cmp["verdict_b"].isna()).sum())
     print(
         f"{int(cmp['same'].sum())} of {len(cmp)} claims agree; resolved in either run: {len(resolved)}, "
-        f"of which {int(resolved['same'].sum())} agree"
+        f"of which {int(resolved['same'].sum())} agree; in one run only: {one_run}"
     )
     return 0 if differ.empty else 1
 

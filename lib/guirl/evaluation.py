@@ -493,7 +493,7 @@ def online_by_category(
     ``eval.bootstrap_samples`` resamples, seed ``cfg.seed``) and ``resolved`` (the interval
     excludes 0: Task SR measurably above zero). With ``expert_steps`` (:func:`online_expert_steps`)
     two more columns say how long the category's tasks are: ``expert_steps`` (mean steps of the
-    scripted expert) and ``within_turns`` (tasks whose expert needs at most ``eval.max_turns``
+    scripted expert) and ``n_within_turns`` (tasks whose expert needs at most ``eval.max_turns``
     steps: the most the agent can solve). Raises ``ValueError`` when runs played different task
     sets (``eval.online_same_tasks: false``): the matrix would not be paired, or when
     ``expert_steps`` lacks a task.
@@ -535,7 +535,7 @@ def online_by_category(
                 raise ValueError(f"online_by_category: expert_steps has no entry for task {missing[0]!r}")
             lengths = [expert_steps[t] for (t,) in tasks]
             row["expert_steps"] = float(np.mean(lengths))
-            row["within_turns"] = sum(n <= cfg.eval.max_turns for n in lengths)
+            row["n_within_turns"] = sum(n <= cfg.eval.max_turns for n in lengths)
         rows.append(row)
     return pd.DataFrame(rows)
 
