@@ -753,14 +753,19 @@ def test_online_by_category_std_over_runs_and_unpaired_runs() -> None:
         ev.online_by_category(cfg, ev.OnlineEvaluation(history="1AO"), "m")
 
 
-def test_online_by_category_says_how_many_tasks_fit_the_turn_limit() -> None:
+def test_online_by_category_says_what_the_tasks_allow() -> None:
     cfg = tiny_cfg()  # eval.max_turns = 3
     success = {"a": [False, False], "b": [False, False], "c": [True, True]}
     category = {"a": "compound", "b": "compound", "c": "information_query"}
-    steps = {"a": 2, "b": 7, "c": 3}  # b needs more steps than the turn limit
-    table = ev.online_by_category(cfg, online_result(success, category), "m", expert_steps=steps)
+    facts = {  # b needs more steps than the turn limit; half of a's subgoals hold on its first screen
+        "a": {"expert_steps": 2, "subgoal_rate_at_reset": 0.5},
+        "b": {"expert_steps": 7, "subgoal_rate_at_reset": 0.0},
+        "c": {"expert_steps": 3, "subgoal_rate_at_reset": 0.0},
+    }
+    table = ev.online_by_category(cfg, online_result(success, category), "m", task_facts=facts)
     rows = {r["category"]: r for r in table.to_dict("records")}
     assert (rows["compound"]["expert_steps"], rows["compound"]["n_within_turns"]) == (4.5, 1)
+    assert rows["compound"]["subgoal_sr_at_reset"] == 25.0 and rows["information_query"]["subgoal_sr_at_reset"] == 0.0
     assert (rows["information_query"]["expert_steps"], rows["information_query"]["n_within_turns"]) == (3.0, 1)
     assert rows["(all)"]["n_within_turns"] == 2 and rows["(all)"]["expert_steps"] == pytest.approx(4.0)
     # a row's claim (guirl.conclusions) is named by model and category only, not by the counts beside them
@@ -769,14 +774,21 @@ def test_online_by_category_says_how_many_tasks_fit_the_turn_limit() -> None:
     assert json.loads(_key(rows["compound"])) == {"model": "m", "category": "compound"}
     assert "expert_steps" not in ev.online_by_category(cfg, online_result(success, category), "m").columns
     with pytest.raises(ValueError, match="no entry for task 'c'"):
-        ev.online_by_category(cfg, online_result(success, category), "m", expert_steps={"a": 2, "b": 7})
+        ev.online_by_category(cfg, online_result(success, category), "m", task_facts={k: facts[k] for k in "ab"})
 
 
-def test_online_expert_steps_cover_every_online_task() -> None:
-    cfg = tiny_cfg(n_tasks=6, n_seeds=2)
-    steps = ev.online_expert_steps(cfg)
+def test_online_task_facts_cover_every_online_task() -> None:
+    cfg = tiny_cfg(n_tasks=12, n_seeds=2)
+    facts = ev.online_task_facts(cfg)
     tasks = {t.task_id for k in range(2) for t in ev.online_tasks(cfg, k, same_tasks=True)}
-    assert set(steps) == tasks and len(tasks) == 6  # the same tasks in every run
-    assert all(isinstance(n, int) and n >= 1 for n in steps.values())
+    assert set(facts) == tasks and len(tasks) == 12  # the same tasks in every run
+    assert all(f["expert_steps"] >= 1 and 0.0 <= f["subgoal_rate_at_reset"] < 1.0 for f in facts.values())
+    # doing nothing = the Subgoal SR play_online reports for an agent whose every output is unparsable
+    from guirl.rollout import FunctionPolicy
+
+    idle = ev.evaluate_online(cfg, FunctionPolicy(lambda prompt: "no action"), n_runs=1, progress=False)
+    assert {e["task_id"]: e["subgoal_rate"] for e in idle.episodes} == {
+        t: f["subgoal_rate_at_reset"] for t, f in facts.items()
+    }
     other = tiny_cfg(n_tasks=6, n_seeds=2, online_same_tasks=False)
-    assert len(ev.online_expert_steps(other)) == 12  # a new task set per run
+    assert len(ev.online_task_facts(other)) == 12  # a new task set per run

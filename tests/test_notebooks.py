@@ -303,6 +303,7 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     for r in cats:
         assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
         assert r["expert_steps"] >= 1 and 0 <= r["n_within_turns"] <= r["n_tasks"]
+        assert 0 <= r["subgoal_sr_at_reset"] <= 100
     assert sum(r["n_within_turns"] for r in cats[:-1]) == cats[-1]["n_within_turns"]
     vs = out.table("online_vs_paper", rows=10)  # AndroidLong Table 6: 5 rows x (Task SR, std)
     ours = {r["column"]: r["ours"] for r in vs if r["row"] == "SFT (no memory)"}

@@ -50,7 +50,7 @@ __all__ = [
     "evaluation_grid",
     "gain_table",
     "online_by_category",
-    "online_expert_steps",
+    "online_task_facts",
     "online_caption",
     "online_for_paper",
     "paired_gain_table",
@@ -465,22 +465,40 @@ def evaluate_online(
     return out
 
 
-def online_expert_steps(cfg: Config) -> dict[str, int]:
-    """``{task_id: steps}``: how many steps the scripted MiniGUI expert (:func:`guirl.env.expert.solve`,
-    without rendering) takes on each task of every online run (:func:`online_tasks`). A task whose
-    expert needs more than ``eval.max_turns`` steps cannot be solved within the turn limit."""
+def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
+    """``{task_id: {"expert_steps": n, "subgoal_rate_at_reset": r}}`` for each task of every online
+    run (:func:`online_tasks`).
+
+    ``expert_steps``: the steps the scripted MiniGUI expert (:func:`guirl.env.expert.solve`, no
+    rendering) takes; a task whose expert needs more than ``eval.max_turns`` steps is out of
+    reach within the turn limit. ``subgoal_rate_at_reset``: the share of the task's subgoals
+    already met on its first screen (computed as :func:`guirl.rollout.play_online` does at the
+    end), i.e. the Subgoal SR of an agent that does nothing (a conditional loop such as "if they
+    live in Lima, send ..." is already met for the contacts who do not).
+    """
+    from guirl.env import MiniGUIEnv
     from guirl.env.expert import solve
 
-    out: dict[str, int] = {}
+    out: dict[str, dict[str, float]] = {}
     for k in range(cfg.eval.n_seeds):
         for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
-            if task.task_id not in out:
-                out[task.task_id] = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
+            if task.task_id in out:
+                continue
+            env = MiniGUIEnv(width=cfg.data.width, height=cfg.data.height, render=False, max_steps=cfg.eval.max_turns)
+            env.reset(options={"task": task})
+            status = task.subgoal_status(env.state)
+            at_reset = sum(bool(x) for x in status) / len(status) if status else float(task.check(env.state))
+            steps = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
+            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": at_reset}
     return out
 
 
 def online_by_category(
-    cfg: Config, result: OnlineEvaluation, model: str, *, expert_steps: Mapping[str, int] | None = None
+    cfg: Config,
+    result: OnlineEvaluation,
+    model: str,
+    *,
+    task_facts: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Online Task SR per task category (and ``"(all)"``) of one model, with an interval.
 
@@ -491,12 +509,13 @@ def online_by_category(
     paper's "± std"), ``subgoal_sr`` (%), ``lo`` / ``hi`` (95% two-way bootstrap interval over
     runs and tasks, :func:`guirl.metrics.paired.paired_difference` against 0,
     ``eval.bootstrap_samples`` resamples, seed ``cfg.seed``) and ``resolved`` (the interval
-    excludes 0: Task SR measurably above zero). With ``expert_steps`` (:func:`online_expert_steps`)
-    two more columns say how long the category's tasks are: ``expert_steps`` (mean steps of the
-    scripted expert) and ``n_within_turns`` (tasks whose expert needs at most ``eval.max_turns``
-    steps: the most the agent can solve). Raises ``ValueError`` when runs played different task
-    sets (``eval.online_same_tasks: false``): the matrix would not be paired, or when
-    ``expert_steps`` lacks a task.
+    excludes 0: Task SR measurably above zero). With ``task_facts`` (:func:`online_task_facts`)
+    three more columns say what the category's tasks allow: ``expert_steps`` (mean steps of the
+    scripted expert), ``n_within_turns`` (tasks whose expert needs at most ``eval.max_turns``
+    steps: the most the agent can solve) and ``subgoal_sr_at_reset`` (%, the Subgoal SR of doing
+    nothing: read ``subgoal_sr`` against it). Raises ``ValueError`` when runs played different
+    task sets (``eval.online_same_tasks: false``): the matrix would not be paired, or when
+    ``task_facts`` lacks a task.
     """
     import numpy as np
 
@@ -529,13 +548,14 @@ def online_by_category(
             "hi": 100 * d.hi,
             "resolved": d.resolved,
         }
-        if expert_steps is not None:
-            missing = [t for (t,) in tasks if t not in expert_steps]
+        if task_facts is not None:
+            missing = [t for (t,) in tasks if t not in task_facts]
             if missing:
-                raise ValueError(f"online_by_category: expert_steps has no entry for task {missing[0]!r}")
-            lengths = [expert_steps[t] for (t,) in tasks]
-            row["expert_steps"] = float(np.mean(lengths))
-            row["n_within_turns"] = sum(n <= cfg.eval.max_turns for n in lengths)
+                raise ValueError(f"online_by_category: task_facts has no entry for task {missing[0]!r}")
+            facts = [task_facts[t] for (t,) in tasks]
+            row["expert_steps"] = float(np.mean([f["expert_steps"] for f in facts]))
+            row["n_within_turns"] = sum(f["expert_steps"] <= cfg.eval.max_turns for f in facts)
+            row["subgoal_sr_at_reset"] = 100 * float(np.mean([f["subgoal_rate_at_reset"] for f in facts]))
         rows.append(row)
     return pd.DataFrame(rows)
 
