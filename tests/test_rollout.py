@@ -581,3 +581,31 @@ def test_step_prompts_history_hook(minigui12: Path) -> None:
         assert all(getattr(im, "size", None) == (4, 4) for im in b.prompt[1][:-1])
     ep0 = episodes[0]
     assert seen[2] == (2, [ep0.steps[0].action, ep0.steps[1].action], [])  # annotated history, no completions
+
+
+class _Task:
+    """A task stand-in: fixed subgoal status and check."""
+
+    def __init__(self, status: list[bool], ok: bool) -> None:
+        self.status, self.ok = status, ok
+
+    def subgoal_status(self, state: object) -> list[bool]:
+        return self.status
+
+    def check(self, state: object) -> bool:
+        return self.ok
+
+
+@pytest.mark.parametrize(
+    ("status", "ok", "want"),
+    [
+        ([True, False, True], False, 2 / 3),  # the share of subgoals met
+        ([False, False], True, 0.0),  # subgoals, not the final check, when the task has some
+        ([], True, 1.0),  # no subgoals: the task's own check
+        ([], False, 0.0),
+    ],
+)
+def test_subgoal_rate(status: list[bool], ok: bool, want: float) -> None:
+    from guirl.rollout.online import subgoal_rate
+
+    assert subgoal_rate(_Task(status, ok), state=None) == pytest.approx(want)

@@ -448,7 +448,7 @@ class RuntimeConfig(_Section):
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
     threads: int | None = Field(default=None, ge=1)
     # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
-    # for time. Off on CPU: the tiny model's SFT step is 12% faster with the same loss (docs/stack.md)
+    # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
     activation_checkpointing: bool = True
     accelerate_config: str
     deepspeed_config: str | None = None

@@ -472,12 +472,13 @@ def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
     ``expert_steps``: the steps the scripted MiniGUI expert (:func:`guirl.env.expert.solve`, no
     rendering) takes; a task whose expert needs more than ``eval.max_turns`` steps is out of
     reach within the turn limit. ``subgoal_rate_at_reset``: the share of the task's subgoals
-    already met on its first screen (computed as :func:`guirl.rollout.play_online` does at the
-    end), i.e. the Subgoal SR of an agent that does nothing (a conditional loop such as "if they
+    already met on its first screen (:func:`guirl.rollout.online.subgoal_rate`, as
+    :func:`guirl.rollout.play_online` scores the last one), i.e. the Subgoal SR of an agent that does nothing (a conditional loop such as "if they
     live in Lima, send ..." is already met for the contacts who do not).
     """
     from guirl.env import MiniGUIEnv
     from guirl.env.expert import solve
+    from guirl.rollout.online import subgoal_rate
 
     out: dict[str, dict[str, float]] = {}
     for k in range(cfg.eval.n_seeds):
@@ -486,10 +487,8 @@ def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
                 continue
             env = MiniGUIEnv(width=cfg.data.width, height=cfg.data.height, render=False, max_steps=cfg.eval.max_turns)
             env.reset(options={"task": task})
-            status = task.subgoal_status(env.state)
-            at_reset = sum(bool(x) for x in status) / len(status) if status else float(task.check(env.state))
             steps = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
-            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": at_reset}
+            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": subgoal_rate(task, env.state)}
     return out
 
 

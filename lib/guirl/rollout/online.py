@@ -18,7 +18,7 @@ from guirl.actions.formats import get_format
 from guirl.prompts import PromptSpec, action_text, build_prompt, format_context
 from guirl.rollout.policy import Policy, derive_seed
 
-__all__ = ["ONLINE_FIELDS", "play_online"]
+__all__ = ["ONLINE_FIELDS", "play_online", "subgoal_rate"]
 
 #: Fields of one online episode record.
 ONLINE_FIELDS = (
@@ -137,7 +137,16 @@ def play_online(
                 "success": success,
                 "subgoals_done": done,
                 "subgoals_total": len(status),
-                "subgoal_rate": done / len(status) if status else float(success),
+                "subgoal_rate": subgoal_rate(task, env.state),
             }
         )
     return out
+
+
+def subgoal_rate(task: Any, state: Any) -> float:
+    """The share of ``task``'s subgoals met in phone ``state`` (in [0, 1]); a task without
+    subgoals counts its own check (1.0 or 0.0). AndroidLong's Subgoal SR averages it over tasks."""
+    status = task.subgoal_status(state)
+    if not status:
+        return float(bool(task.check(state)))
+    return sum(bool(s) for s in status) / len(status)
