@@ -476,7 +476,7 @@ def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
     :func:`guirl.rollout.play_online` scores the last one), i.e. the Subgoal SR of an agent that does nothing (a conditional loop such as "if they
     live in Lima, send ..." is already met for the contacts who do not).
     """
-    from guirl.env import MiniGUIEnv
+    from guirl.env import PhoneState
     from guirl.env.expert import solve
     from guirl.rollout.online import subgoal_rate
 
@@ -485,10 +485,9 @@ def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
         for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
             if task.task_id in out:
                 continue
-            env = MiniGUIEnv(width=cfg.data.width, height=cfg.data.height, render=False, max_steps=cfg.eval.max_turns)
-            env.reset(options={"task": task})
             steps = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
-            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": subgoal_rate(task, env.state)}
+            first = PhoneState.from_dict(task.initial_state)
+            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": subgoal_rate(task, first)}
     return out
 
 
