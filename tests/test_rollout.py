@@ -250,6 +250,23 @@ def test_hf_policy_restores_training_mode(tiny_model, minigui12: Path) -> None:
     assert pol.complete(prompts_of(minigui12, 2)) == greedy_in_train_mode  # generation ran in eval mode
 
 
+def test_hf_policy_image_cache_changes_nothing(tiny_model, minigui12: Path) -> None:
+    """3AO prompts repeat each screen in several histories: the cached encoding is the processor's."""
+    import torch
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 6, PromptSpec(n_history=3, history_mode="nAO"))
+    cached = HFPolicy(model, processor, max_new_tokens=6, batch_size=3)
+    plain = HFPolicy(model, processor, max_new_tokens=6, batch_size=3, image_cache_bytes=0)
+    for i in (0, 3):
+        a, b = cached.encode(prompts[i : i + 3]), plain.encode(prompts[i : i + 3])
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert cached.complete(prompts) == plain.complete(prompts)
+    stats = cached._encoder.image_processor
+    assert stats.hits > 0 and stats.misses < stats.hits + stats.misses  # screens were reused
+    assert plain._encoder is processor  # 0 bytes: no cache
+
+
 @pytest.mark.parametrize("kw", [{"max_new_tokens": 0, "batch_size": 1}, {"max_new_tokens": 4, "batch_size": 0}])
 def test_hf_policy_rejects_bad_budgets(kw) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):

@@ -181,6 +181,11 @@ class HFPolicy:
     Every other decoding setting comes from the model's ``generation_config``, overridden by
     ``generation_kwargs``.
 
+    Images are encoded through :func:`guirl.models.image_cache.cached_processor` (a copy of
+    ``processor`` that processes each distinct screenshot once, bounded by ``image_cache_bytes``;
+    the tensors are identical to the processor's own), since evaluation and rollouts show the same
+    screen in several steps' histories.
+
     Generation runs in eval mode under ``torch.no_grad()``; the model's training flag is
     restored afterwards, so the same object serves a policy being trained and a frozen
     co-model. With ``seed``, sampling starts from ``torch.manual_seed(seed)`` inside a forked
@@ -194,6 +199,8 @@ class HFPolicy:
         batch_size: prompts per ``generate`` call (``n`` sequences each when sampling).
         progress: show a tqdm bar over batches, labelled ``desc``.
         generation_kwargs: extra ``generate`` keywords (e.g. ``repetition_penalty``).
+        image_cache_bytes: memory bound of the processed-image cache, in bytes (0: no cache; ``None``:
+            :data:`guirl.models.image_cache.DEFAULT_CACHE_BYTES`).
     """
 
     def __init__(
@@ -206,6 +213,7 @@ class HFPolicy:
         progress: bool = False,
         desc: str = "generate",
         generation_kwargs: Mapping[str, Any] | None = None,
+        image_cache_bytes: int | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -218,6 +226,10 @@ class HFPolicy:
         self.progress = progress
         self.desc = desc
         self.generation_kwargs = dict(generation_kwargs or {})
+        from guirl.models.image_cache import DEFAULT_CACHE_BYTES, cached_processor
+
+        cache = DEFAULT_CACHE_BYTES if image_cache_bytes is None else image_cache_bytes
+        self._encoder = cached_processor(processor, cache) if cache > 0 else processor
 
     def __repr__(self) -> str:
         return (
@@ -229,7 +241,7 @@ class HFPolicy:
         ``image_grid_thw``, ...) for ``prompts``, on the model's device."""
         texts = [self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts]
         images = [[open_image(x) for x in ims] for _, ims in prompts]
-        enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
+        enc = self._encoder(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
         return enc.to(self.model.device)
 
     def _completion(self, text: str, ids: tuple[int, ...], placeholders: set[int], eos_id: int | None) -> Completion:
