@@ -232,6 +232,13 @@ ERROR_CASES = {
         "sft.low_level_executor",
         "set use_step_instruction: false",
     ),
+    # a step count for a Low-level executor that is not trained
+    "executor steps without an executor": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.low_level_executor=false", "sft.low_level_max_steps=100"]),
+        "override sft.low_level_max_steps=100",
+        "sft.low_level_max_steps",
+        "set low_level_executor: true or low_level_max_steps: null",
+    ),
     # zero torch threads
     "zero threads": lambda tmp: (
         dict(profile="tiny", overrides=["runtime.threads=0"]),

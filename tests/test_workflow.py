@@ -147,9 +147,27 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
     got = sft_agents(cfg)
     assert [(a.name, a.level, a.stage_dir, a.cfg.sft.use_step_instruction) for a in got] == agents
     assert got[0].cfg is cfg  # the main agent trains with the run config itself
-    for a in got[1:]:  # an executor's config differs in the instruction level only
+    for a in got[1:]:  # an executor's config differs in the instruction level (and its own step count) only
         diff = {k for k, v in a.cfg.to_flat().items() if cfg.to_flat()[k] != v}
-        assert diff == {"sft.use_step_instruction", "sft.low_level_executor"}
+        steps = {"sft.max_steps", "sft.low_level_max_steps"} if cfg.sft.low_level_max_steps is not None else set()
+        assert diff == {"sft.use_step_instruction", "sft.low_level_executor"} | steps
+
+
+@pytest.mark.parametrize(
+    ("overrides", "main_steps", "executor_steps"),
+    [
+        # unset: the executor trains as long as the main agent
+        (["sft.max_steps=280", "sft.low_level_max_steps=null"], 280, 280),
+        # set: only the executor's count changes
+        (["sft.max_steps=280", "sft.low_level_max_steps=120"], 280, 120),
+        # longer than the main agent is allowed too
+        (["sft.max_steps=50", "sft.low_level_max_steps=70"], 50, 70),
+    ],
+)
+def test_executor_steps(overrides: list[str], main_steps: int, executor_steps: int) -> None:
+    main, executor = sft_agents(load_config("tiny", overrides=overrides))
+    assert (main.cfg.sft.max_steps, executor.cfg.sft.max_steps) == (main_steps, executor_steps)
+    assert executor.cfg.sft.low_level_max_steps is None  # the executor's own config has no second agent
 
 
 def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:

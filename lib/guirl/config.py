@@ -358,7 +358,8 @@ class SFTConfig(_Section):
     notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
     ``low_level_executor``: 01 also trains a second agent, with the step instruction, in
     ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
-    ``use_step_instruction: false``. ``system_prompt``: a registered
+    ``use_step_instruction: false``; ``low_level_max_steps``: that executor's ``max_steps``
+    (``null``: the same as the main agent's). ``system_prompt``: a registered
     prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
     format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``)."""
 
@@ -372,6 +373,7 @@ class SFTConfig(_Section):
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     low_level_executor: bool = False
+    low_level_max_steps: int | None = Field(default=None, ge=1)
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
@@ -382,6 +384,11 @@ class SFTConfig(_Section):
             raise ValueError(
                 "low_level_executor: the main agent already has the step instruction (use_step_instruction: true) "
                 "-- set use_step_instruction: false (goal-only main agent) or low_level_executor: false"
+            )
+        if self.low_level_max_steps is not None and not self.low_level_executor:
+            raise ValueError(
+                f"low_level_max_steps: {self.low_level_max_steps} sets the steps of the Low-level executor, but "
+                "low_level_executor is false -- set low_level_executor: true or low_level_max_steps: null"
             )
         if self.system_prompt is not None:
             from guirl.prompts import get_prompt
@@ -450,6 +457,9 @@ class RuntimeConfig(_Section):
     # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
     # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
     activation_checkpointing: bool = True
+    # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
+    # with runtime.threads threads (null: this machine's cores / parallel_stages); weights do not depend on it
+    parallel_stages: int = Field(default=1, ge=1)
     accelerate_config: str
     deepspeed_config: str | None = None
     num_processes: int = Field(ge=1)

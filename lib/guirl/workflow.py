@@ -101,11 +101,19 @@ def instruction_level(use_step_instruction: bool) -> str:
 def sft_agents(cfg: Config) -> list[SFTAgent]:
     """The agents notebook 01 trains, main agent first: the one of ``sft.use_step_instruction``
     (folder :data:`MAIN_SFT_DIR`), then, with ``sft.low_level_executor``, a Low-level executor
-    (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction``."""
+    (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction`` and,
+    with ``sft.low_level_max_steps``, in ``sft.max_steps``."""
     main_level = instruction_level(cfg.sft.use_step_instruction)
     agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
     if cfg.sft.low_level_executor:
-        sft = cfg.sft.model_copy(update={"use_step_instruction": True, "low_level_executor": False})
+        update: dict[str, Any] = {
+            "use_step_instruction": True,
+            "low_level_executor": False,
+            "low_level_max_steps": None,
+        }
+        if cfg.sft.low_level_max_steps is not None:
+            update["max_steps"] = cfg.sft.low_level_max_steps
+        sft = cfg.sft.model_copy(update=update)
         agents.append(SFTAgent("SFT (Low)", "Low", cfg.model_copy(update={"sft": sft}), LOW_EXECUTOR_DIR))
     return agents
 
