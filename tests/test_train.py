@@ -179,3 +179,153 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
     out = run_stage(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out", echo=False)
     assert out == {"global_step": 1}
     assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7")
+
+
+# ----------------------------------------------------------------------------- stages side by side
+@pytest.mark.parametrize(
+    ("threads", "parallel", "cores", "env"),
+    [
+        (None, 1, 2, {}),  # one stage: the caller's environment stands
+        (None, 2, 2, {"OMP_NUM_THREADS": "1"}),  # tiny profile on 2 cores: one thread each
+        (None, 2, 8, {"OMP_NUM_THREADS": "4"}),  # the cores are shared out
+        (None, 3, 2, {"OMP_NUM_THREADS": "1"}),  # never fewer than one thread
+        (3, 2, 2, {"OMP_NUM_THREADS": "3"}),  # runtime.threads wins
+    ],
+)
+def test_stage_env_shares_the_cores(threads, parallel, cores, env, monkeypatch):
+    from guirl.train import launch
+
+    monkeypatch.setattr(launch, "available_cores", lambda: cores)
+    cfg = load_config("tiny", overrides=[f"runtime.threads={json.dumps(threads)}"])
+    assert launch.stage_env(cfg, parallel) == env
+
+
+def test_fingerprint_ignores_scheduling(tmp_path):
+    from guirl.train.launch import stage_fingerprint
+
+    one, two = (load_config("tiny", overrides=[f"runtime.parallel_stages={n}"]) for n in (1, 2))
+    assert stage_fingerprint(one, "sft", "e", tmp_path, tmp_path) == stage_fingerprint(
+        two, "sft", "e", tmp_path, tmp_path
+    )
+    threads = load_config("tiny", overrides=["runtime.threads=1"])  # threads stay in it (issue 10's perturbation runs)
+    assert stage_fingerprint(threads, "sft", "e", tmp_path, tmp_path) != stage_fingerprint(
+        one, "sft", "e", tmp_path, tmp_path
+    )
+
+
+def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
+    """Replace the training subprocess: it waits at ``barrier`` (both stages must be running at
+    once), records its thread count and writes a result naming its folder; ``fail``: that folder's
+    stage exits 1."""
+    import threading
+
+    from guirl.train import launch
+
+    seen: dict[str, str] = {}
+    lock = threading.Lock()
+
+    class FakePopen:
+        def __init__(self, cmd, *, env, **kw):
+            out = Path(cmd[cmd.index("--output-dir") + 1])
+            if barrier is not None:
+                barrier.wait(timeout=10)
+            with lock:
+                seen[out.name] = env.get("OMP_NUM_THREADS", "")
+            self.rc = 1 if out.name == fail else 0
+            if not self.rc:
+                (out / RESULT_FILE).write_text(json.dumps({"folder": out.name}))
+            self.stdout = iter([f"trained {out.name}\n"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def wait(self, timeout=None):
+            return self.rc
+
+    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(launch, "available_cores", lambda: 2)
+    return seen
+
+
+def jobs_for(tmp_path, names, cfg=None):
+    cfg = cfg or load_config("tiny")
+    return [
+        dict(cfg=cfg, stage="sft", data_dir=tmp_path, base_model=tmp_path / "base", output_dir=tmp_path / n)
+        for n in names
+    ]
+
+
+def test_run_stages_side_by_side(tmp_path, monkeypatch, capsys):
+    import threading
+
+    from guirl.train.launch import run_stages
+
+    seen = fake_popen(monkeypatch, tmp_path, barrier=threading.Barrier(2))  # sequential runs would time out here
+    out = run_stages(jobs_for(tmp_path, ["sft", "sft_low"]), parallel=2)
+    assert out == [{"folder": "sft"}, {"folder": "sft_low"}]  # job order, not finishing order
+    assert seen == {"sft": "1", "sft_low": "1"}  # 2 cores, 2 stages: one thread each
+    printed = capsys.readouterr().out.splitlines()
+    assert sorted(printed) == ["[sft] trained sft", "[sft_low] trained sft_low"]  # echoed lines say whose they are
+
+
+def test_run_stages_one_at_a_time(tmp_path, monkeypatch, capsys):
+    from guirl.train.launch import run_stages
+
+    seen = fake_popen(monkeypatch, tmp_path)
+    assert run_stages(jobs_for(tmp_path, ["a", "b"]), parallel=1) == [{"folder": "a"}, {"folder": "b"}]
+    assert seen == {"a": "", "b": ""}  # no thread count is imposed
+    assert capsys.readouterr().out.splitlines() == ["trained a", "trained b"]  # no prefix
+
+
+def test_run_stages_raises_after_every_stage_ended(tmp_path, monkeypatch):
+    from guirl.train.launch import run_stages
+
+    seen = fake_popen(monkeypatch, tmp_path, fail="a")
+    with pytest.raises(TrainingFailed, match="exited with code 1"):
+        run_stages(jobs_for(tmp_path, ["a", "b"]), parallel=2)
+    assert set(seen) == {"a", "b"} and (tmp_path / "b" / RESULT_FILE).is_file()  # b still finished
+
+
+@pytest.mark.parametrize(
+    ("names", "base", "match"),
+    [
+        (["a", "a"], "base", "same output folder"),  # two jobs, one folder
+        (["a", "b"], "a/final", "starts from another job's output"),  # b would need a's result
+    ],
+)
+def test_run_stages_rejects_jobs_that_collide(tmp_path, names, base, match):
+    from guirl.train.launch import run_stages
+
+    jobs = jobs_for(tmp_path, names)
+    jobs[1]["base_model"] = tmp_path / base
+    with pytest.raises(ValueError, match=match):
+        run_stages(jobs, parallel=2)
+
+
+def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_path):
+    """The tiny profile's claim (docs/stack.md): two stages side by side, one thread each, train
+    bit-identical weights to the same stages one after the other with the default threads."""
+    from guirl.train.launch import run_stages
+
+    def trained(folder: str, parallel: int) -> list[bytes]:
+        cfg = load_config(
+            "tiny", overrides=["sft.max_steps=2", "sft.per_device_batch_size=2", f"runtime.parallel_stages={parallel}"]
+        )
+        jobs = [
+            dict(
+                cfg=cfg,
+                stage="sft",
+                data_dir=minigui,
+                base_model=tiny_model,
+                output_dir=tmp_path / folder / n,
+                echo=False,
+            )
+            for n in ("x", "y")
+        ]
+        results = run_stages(jobs, parallel=parallel)
+        return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results]
+
+    assert trained("side_by_side", 2) == trained("in_turn", 1)

@@ -57,8 +57,9 @@ def train_agents(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path
 
     Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when
     ``grounding.enabled``), each a stage's ``result.json``. The agents start from the grounding
-    model (else from ``base_model``) and train in ``run_dir / agent.stage_dir``."""
-    from guirl.train.launch import run_stage
+    model (else from ``base_model``) and train in ``run_dir / agent.stage_dir``, side by side when
+    ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
+    from guirl.train.launch import run_stage, run_stages
 
     out: dict[str, dict[str, Any]] = {}
     start = Path(base_model)
@@ -67,10 +68,13 @@ def train_agents(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path
             cfg, "grounding", data_dir=data_dir, base_model=start, output_dir=run_dir / "grounding"
         )
         start = Path(out[GROUNDING]["final"])
-    for agent in sft_agents(cfg):
-        out[agent.name] = run_stage(
-            agent.cfg, "sft", data_dir=data_dir, base_model=start, output_dir=run_dir / agent.stage_dir
-        )
+    agents = sft_agents(cfg)
+    jobs = [
+        dict(cfg=a.cfg, stage="sft", data_dir=data_dir, base_model=start, output_dir=run_dir / a.stage_dir)
+        for a in agents
+    ]
+    for agent, result in zip(agents, run_stages(jobs, parallel=cfg.runtime.parallel_stages)):
+        out[agent.name] = result
     return out
 
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +28,20 @@ if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes ar
 SFT_ENTRY = "guirl.stages.sft"
 
 
+#: ``runtime`` keys that decide when stages run, not what they compute (left out of the fingerprint).
+SCHEDULING_KEYS = ("parallel_stages",)
+
 #: File in a stage's output folder recording what the stage was trained from.
 FINGERPRINT_FILE = "stage_fingerprint.json"
 
 
 def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_model: Path) -> dict[str, Any]:
     """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
-    (evaluation settings never change a trained model), the stage, the entry module and the
-    input folders. Two runs with equal fingerprints may share checkpoints and results."""
+    (evaluation settings never change a trained model) and the :data:`SCHEDULING_KEYS` of
+    ``runtime``, the stage, the entry module and the input folders. Two runs with equal
+    fingerprints may share checkpoints and results."""
     config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
+    config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
     return {
         "stage": stage,
         "entry": entry,
@@ -86,10 +92,24 @@ def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) ->
     shutil.rmtree(output_dir)
 
 
-def stage_env(cfg: Config) -> dict[str, str]:
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def stage_env(cfg: Config, parallel: int = 1) -> dict[str, str]:
     """Environment variables a training subprocess gets from the config: ``OMP_NUM_THREADS`` (torch's
-    CPU threads) when ``runtime.threads`` is set, else nothing (the caller's environment stands)."""
-    return {} if cfg.runtime.threads is None else {"OMP_NUM_THREADS": str(cfg.runtime.threads)}
+    CPU threads) when ``runtime.threads`` is set; else, when ``parallel`` stages share the machine,
+    its :func:`available_cores` divided among them (at least 1); else nothing (the caller's
+    environment stands)."""
+    if cfg.runtime.threads is not None:
+        return {"OMP_NUM_THREADS": str(cfg.runtime.threads)}
+    if parallel > 1:
+        return {"OMP_NUM_THREADS": str(max(1, available_cores() // parallel))}
+    return {}
 
 
 class TrainingFailed(RuntimeError):
@@ -165,6 +185,7 @@ def run_stage(
     entry: str = SFT_ENTRY,
     echo: bool = True,
     timeout: float | None = None,
+    parallel: int = 1,
 ) -> dict[str, Any]:
     """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
 
@@ -177,7 +198,9 @@ def run_stage(
     checkpoint, but only when the folder was written with the same :func:`stage_fingerprint`
     (config without ``eval``, stage, entry, inputs); outputs of another fingerprint are deleted
     first, so a changed config never reuses stale checkpoints. Output is streamed (``echo``) and
-    the last 60 lines are kept for the error message.
+    the last 60 lines are kept for the error message. ``parallel``: how many stages share the
+    machine (:func:`run_stages`); it sets the thread count (:func:`stage_env`) and, above 1,
+    prefixes each echoed line with ``[<output folder name>]``.
     """
     output_dir = Path(output_dir)
     cmd = prepare_stage(
@@ -186,15 +209,49 @@ def run_stage(
     done = output_dir / RESULT_FILE
     if done.exists():
         return json.loads(done.read_text())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg, parallel)}
     tail: deque[str] = deque(maxlen=60)
+    prefix = f"[{output_dir.name}] " if parallel > 1 else ""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             tail.append(line)
             if echo:
-                print(line, end="", flush=True)
+                print(prefix + line, end="", flush=True)
         rc = proc.wait(timeout=timeout)
     if rc != 0 or not done.exists():
         raise TrainingFailed(f"stage {stage!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}")
     return json.loads(done.read_text())
+
+
+def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[dict[str, Any]]:
+    """Run independent stages, ``parallel`` at a time, and return their results in job order.
+
+    Each job is the keyword arguments of one :func:`run_stage` call (``cfg``, ``stage``,
+    ``data_dir``, ``base_model``, ``output_dir``, ...). With ``parallel`` > 1 the subprocesses run
+    side by side, each with its share of the cores (:func:`stage_env`): on 2 cores, the tiny
+    model's two SFT agents trained side by side with one thread each take about 0.83x the time of
+    training them one after the other with two threads, with bit-identical weights (docs/stack.md). The first failure is raised after every
+    started stage has ended. Jobs must not depend on each other (no job's ``base_model`` may be
+    another job's output)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    outputs = [Path(job["output_dir"]).resolve() for job in jobs]
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"run_stages: two jobs write the same output folder: {[str(p) for p in outputs]}")
+    for job in jobs:
+        base = Path(job["base_model"]).resolve()
+        if any(base == out or out in base.parents for out in outputs):
+            raise ValueError(
+                f"run_stages: {job['output_dir']} starts from another job's output ({base}); run them in order"
+            )
+    n = max(1, min(parallel, len(jobs)))
+    if n == 1:
+        return [run_stage(**job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        futures = [pool.submit(run_stage, **{**job, "parallel": n}) for job in jobs]
+        errors = [f.exception() for f in futures]  # waits for every stage
+    for err in errors:
+        if err is not None:
+            raise err
+    return [f.result() for f in futures]
