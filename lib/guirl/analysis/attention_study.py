@@ -260,7 +260,9 @@ def step_attention(
     """Generate the step's action greedily and map the attention of its tokens onto the images
     (:func:`guirl.analysis.attention.action_attention`; ``layers`` averaged, all heads); the
     prompt is encoded as :class:`guirl.rollout.HFPolicy` encodes it for evaluation."""
-    enc = HFPolicy(model, processor, max_new_tokens=max_new_tokens, batch_size=1).encode([step.prompt])
+    # one prompt per policy: a screen cache could never hit here
+    policy = HFPolicy(model, processor, max_new_tokens=max_new_tokens, batch_size=1, image_cache_bytes=0)
+    enc = policy.encode([step.prompt])
     res = action_attention(model, processor, enc, max_new_tokens=max_new_tokens, layers=layers)
     if len(res.maps) != len(step.images):
         raise RuntimeError(f"step {step.key}: {len(res.maps)} attention maps for {len(step.images)} images")
