@@ -239,6 +239,13 @@ ERROR_CASES = {
         "sft.low_level_max_steps",
         "set low_level_executor: true or low_level_max_steps: null",
     ),
+    # training stages side by side on a GPU (they would share it and the rendezvous port)
+    "parallel stages on cuda": lambda tmp: (
+        dict(profile="tiny", overrides=["runtime.device=cuda", "runtime.parallel_stages=3"]),
+        "override runtime.parallel_stages=3",
+        "runtime.parallel_stages",
+        "set runtime.parallel_stages=1",
+    ),
     # zero torch threads
     "zero threads": lambda tmp: (
         dict(profile="tiny", overrides=["runtime.threads=0"]),
@@ -626,6 +633,18 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     assert smoke.rl.max_steps == 2 and smoke.rl.learning_rate == full.rl.learning_rate
 
 
+def test_one_gpu_overlay_changes_the_runtime_only() -> None:
+    # the GPU path on one GPU: CUDA, bf16, ZeRO-2 through accelerate, stages one after the other
+    for profile in ("tiny", "paper-3b"):
+        base, gpu = load_config(profile), load_config(profile, overlays=["one_gpu"])
+        assert gpu.runtime.device == "cuda" and gpu.runtime.bf16 and gpu.runtime.num_processes == 1
+        assert gpu.runtime.deepspeed_config == "configs/deepspeed/zero2.json"
+        assert gpu.runtime.accelerate_config == "configs/accelerate/multi_gpu_zero2.yaml"
+        assert gpu.runtime.parallel_stages == 1
+        changed = {k for k, v in gpu.to_flat().items() if base.to_flat()[k] != v}
+        assert changed and all(k.startswith("runtime.") for k in changed), changed
+
+
 def test_merge_order_with_overlays(tmp_path: Path) -> None:
     exp = write_yaml(tmp_path / "exp.yaml", {"seed": 5, "eval": {"n_seeds": 4, "n_tasks": 3}})
     ov1 = write_yaml(tmp_path / "ov1.yaml", {"eval": {"n_seeds": 2, "max_turns": 7}})
@@ -662,7 +681,12 @@ def test_merge_order_with_overlays(tmp_path: Path) -> None:
             "cannot set the profile",
         ),
         # an overlay name that does not exist
-        (lambda t: dict(overlays=["smok"]), "configs/overlays/smok.yaml", "overlay", "known overlays: smoke"),
+        (
+            lambda t: dict(overlays=["smok"]),
+            "configs/overlays/smok.yaml",
+            "overlay",
+            "known overlays: one_gpu, smoke",
+        ),
     ],
 )
 def test_overlay_errors_name_the_overlay_file(tmp_path: Path, make, file: str, key: str, hint: str) -> None:

@@ -473,6 +473,12 @@ class RuntimeConfig(_Section):
                 raise ValueError(
                     f"{key}: file not found: {value} -- give a path relative to the repository root (see configs/)"
                 )
+        if self.parallel_stages > 1 and self.device != "cpu":
+            # side-by-side `accelerate launch` processes would share the GPUs and the rendezvous port
+            raise ValueError(
+                f"parallel_stages: {self.parallel_stages} runs training stages side by side on CPU cores; "
+                f"with device {self.device!r} set runtime.parallel_stages=1"
+            )
         return self
 
 
