@@ -73,10 +73,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def zero2_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Run this file as a script in one fresh process and return what it reports."""
-    out = tmp_path_factory.mktemp("zero2") / "result.json"
+def _run_script(tmp_path_factory: pytest.TempPathFactory, mode: str) -> dict:
+    """Run this file as a script (``mode``: what it runs) in one fresh process; return its report."""
+    out = tmp_path_factory.mktemp(mode) / "result.json"
     env = {
         **os.environ,
         "MASTER_ADDR": "127.0.0.1",
@@ -87,10 +86,20 @@ def zero2_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "OMP_NUM_THREADS": "1",
     }
     proc = subprocess.run(
-        [sys.executable, __file__, str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, __file__, str(out), mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def zero2_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _run_script(tmp_path_factory, "zero2")
+
+
+@pytest.fixture(scope="module")
+def rl_engine_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _run_script(tmp_path_factory, "rl")
 
 
 @pytest.mark.slow
@@ -126,6 +135,27 @@ def test_paper_profile_training_args_fill_zero2_autos(zero2_run: dict) -> None:
     assert hf["config"]["train_batch_size"] == hf["per_device_batch_size"] * hf["grad_accum"]
     assert hf["config"]["zero_optimization"]["stage"] == 2
     assert hf["config"]["bf16"]["enabled"] is False
+
+
+@pytest.mark.slow
+def test_rl_engine_prepares_zero2_without_a_dataloader(rl_engine_run: dict) -> None:
+    # guirl.train.rl prepares (model, optimizer) only: accelerate refuses the file's "auto" micro-batch
+    # size unless the engine fills it from the run config first (fill_deepspeed_config)
+    assert rl_engine_run["without_fill"].startswith("ValueError")
+    config = rl_engine_run["config"]
+    assert auto_keys(config) == set()
+    assert config["train_micro_batch_size_per_gpu"] == BATCH // 2
+    assert config["gradient_accumulation_steps"] == 1 and config["gradient_clipping"] == CLIP
+
+
+@pytest.mark.slow
+def test_rl_engine_accumulation_protocol_under_zero2(rl_engine_run: dict, zero2_run: dict) -> None:
+    # two micro-batches per update, the boundary set on the last one only (as _Engine.update does):
+    # DeepSpeed steps once per update, and the weights equal plain PyTorch's full-batch steps
+    assert rl_engine_run["global_steps"] == STEPS
+    ref = zero2_run["reference"]
+    assert rl_engine_run["losses"] == pytest.approx(ref["losses"], abs=1e-6)
+    assert rl_engine_run["params"] == pytest.approx(ref["params"], abs=1e-6)
 
 
 # ----------------------------------------------------------------------------- the subprocess
@@ -215,14 +245,62 @@ def _paper_trainer_config(out_dir: Path) -> dict:
     }
 
 
-def main(out: Path) -> None:
-    result = {
-        "reference": _reference(),
-        "deepspeed": _zero2(),
-        "paper_3b_trainer_config": _paper_trainer_config(out.parent),
+def _rl_engine() -> dict:
+    """The RL engine's DeepSpeed protocol (guirl.train.rl): accelerate launched with the ZeRO-2 file,
+    ``prepare(model, optimizer)`` after :func:`guirl.train.rl.fill_deepspeed_config`, then per update
+    two micro-batches whose losses sum to the full batch's mean, the accumulation boundary set on the
+    last one only, then ``optimizer.step()``."""
+    from types import SimpleNamespace
+
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DeepSpeedPlugin
+
+    from guirl.train.rl import deepspeed_values, fill_deepspeed_config
+
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(hf_ds_config=str(ZERO2)), mixed_precision="no")
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    try:
+        acc.prepare(model, opt)
+        without_fill = "prepared"
+    except ValueError as e:  # the "auto" micro-batch size
+        without_fill = f"ValueError: {e}"
+    values = deepspeed_values(SimpleNamespace(micro_batch_size=BATCH // 2, max_grad_norm=CLIP))
+    fill_deepspeed_config(acc.state.deepspeed_plugin.deepspeed_config, values, source=str(ZERO2))
+    engine, opt = acc.prepare(model, opt)
+    losses = []
+    for x, y in _batches():
+        total = 0.0
+        for i, (xm, ym) in enumerate(zip(x.split(BATCH // 2), y.split(BATCH // 2), strict=True)):
+            acc.gradient_state._set_sync_gradients(i == 1)
+            loss = torch.nn.functional.mse_loss(engine(xm), ym, reduction="sum") / BATCH
+            acc.backward(loss)
+            total += float(loss)
+        acc.clip_grad_norm_(engine.parameters(), CLIP)
+        opt.step()
+        opt.zero_grad()
+        losses.append(total)
+    return {
+        "without_fill": without_fill,
+        "config": json.loads(json.dumps(engine.config, default=str)),
+        "global_steps": engine.global_steps,
+        "losses": losses,
+        "params": _flat(engine.module),
     }
+
+
+def main(out: Path, mode: str) -> None:
+    if mode == "rl":
+        result = _rl_engine()
+    else:
+        result = {
+            "reference": _reference(),
+            "deepspeed": _zero2(),
+            "paper_3b_trainer_config": _paper_trainer_config(out.parent),
+        }
     out.write_text(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

@@ -84,6 +84,8 @@ __all__ = [
     "LOG_FIELDS",
     "read_log",
     "last_checkpoint",
+    "deepspeed_values",
+    "fill_deepspeed_config",
 ]
 
 #: The entry module of RL stages: ``run_stage(cfg, stage, ..., entry=RL_ENTRY)``.
@@ -301,6 +303,41 @@ class _EngineState:
 
 # --------------------------------------------------------------------------------------------
 # model setup
+def deepspeed_values(rl: Any) -> dict[str, Any]:
+    """The DeepSpeed keys this engine decides, from the run config (their one source).
+
+    * ``train_micro_batch_size_per_gpu``: ``rl.micro_batch_size`` samples per backward pass;
+    * ``gradient_accumulation_steps``: 1, because the engine marks the accumulation boundary itself
+      (the last micro-batch of a mini-batch, :meth:`_Engine.update`) and its loss is already divided
+      by the mini-batch's token / sequence count; DeepSpeed's own count would divide it again;
+    * ``gradient_clipping``: ``rl.max_grad_norm`` (DeepSpeed clips inside ``engine.step``).
+
+    accelerate cannot fill these ``"auto"`` values itself: ``prepare(model, optimizer)`` gets no
+    dataloader to read a batch size from, and its clipping default (1.0) is not the config's.
+    """
+    return {
+        "train_micro_batch_size_per_gpu": int(rl.micro_batch_size),
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": float(rl.max_grad_norm),
+    }
+
+
+def fill_deepspeed_config(ds_config: dict[str, Any], values: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """Set each of ``values`` in ``ds_config`` (in place; also returned) where it is ``"auto"`` or
+    missing. A number the file (``source``, named in the error) sets to something else raises
+    ``ValueError``: the run config and the DeepSpeed file would disagree on one value."""
+    for key, value in values.items():
+        current = ds_config.get(key, "auto")
+        if current == "auto":
+            ds_config[key] = value
+        elif current != value:
+            raise ValueError(
+                f"{source}: {key} is {current!r} but the RL engine needs {value!r} (from the run config's rl "
+                f'section); set it to "auto" in the DeepSpeed file'
+            )
+    return ds_config
+
+
 def _is_adapter_dir(path: Path) -> bool:
     return (path / "adapter_config.json").is_file()
 
@@ -656,7 +693,14 @@ def train_rl(
     if done.exists():
         return json.loads(done.read_text())
     output_dir.mkdir(parents=True, exist_ok=True)
-    acc = Accelerator(cpu=cfg.runtime.device == "cpu")
+    # bf16 from the run config: the DeepSpeed file's "auto" follows the accelerator's mixed precision
+    acc = Accelerator(cpu=cfg.runtime.device == "cpu", mixed_precision="bf16" if cfg.runtime.bf16 else "no")
+    if acc.state.deepspeed_plugin is not None:
+        fill_deepspeed_config(
+            acc.state.deepspeed_plugin.deepspeed_config,
+            deepspeed_values(rl),
+            source=str(cfg.runtime.deepspeed_config or "the accelerate config's DeepSpeed file"),
+        )
     torch.manual_seed(cfg.seed)
     m = cfg.model
     base_model = Path(base_model)
