@@ -329,3 +329,36 @@ def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_p
         return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results]
 
     assert trained("side_by_side", 2) == trained("in_turn", 1)
+
+
+@pytest.mark.parametrize(
+    "overlays, ds_file",
+    [
+        # tiny on CPU: no DeepSpeed file, no flag
+        ([], None),
+        # the GPU path: the run config's DeepSpeed file, absolute
+        (["one_gpu"], "configs/deepspeed/zero2.json"),
+    ],
+)
+def test_launched_stage_reads_the_deepspeed_file_from_any_directory(overlays, ds_file, tmp_path, monkeypatch):
+    # accelerate launch runs in the notebook's directory; the DeepSpeed file reaches the stage as an
+    # absolute path (a relative one in the accelerate config broke the RL stages on a GPU node)
+    import subprocess
+
+    from guirl.paths import repo_root
+    from guirl.train.launch import accelerate_command
+
+    (tmp_path / "probe_entry.py").write_text(
+        "import json, os\nprint('PROBE', json.dumps(os.environ.get('ACCELERATE_DEEPSPEED_CONFIG_FILE')))\n"
+    )
+    cfg = load_config("tiny", overlays=overlays)
+    cmd = accelerate_command(cfg, tmp_path / "c.yaml", "s", tmp_path, tmp_path, tmp_path, entry="probe_entry")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{repo_root() / 'lib'}")
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PROBE "))
+    seen = json.loads(line.removeprefix("PROBE "))
+    if ds_file is None:
+        assert seen is None
+    else:
+        assert Path(seen).is_absolute() and Path(seen) == repo_root() / ds_file

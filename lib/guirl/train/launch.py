@@ -128,7 +128,10 @@ def accelerate_command(
 ) -> list[str]:
     """The ``accelerate launch`` command line of one stage (a list for ``subprocess``): ``entry``
     is the module run with ``-m`` (it takes ``--config --stage --data-dir --base-model
-    --output-dir``)."""
+    --output-dir``). ``runtime.deepspeed_config``, when set, is passed as an absolute
+    ``--deepspeed_config_file``: it is the one source of the DeepSpeed file, and the relative path in
+    an accelerate config would be read from the subprocess's working directory (a notebook's)."""
+    ds = cfg.runtime.deepspeed_config
     return [
         sys.executable,
         "-m",
@@ -137,6 +140,7 @@ def accelerate_command(
         str(resolve_repo_path(cfg.runtime.accelerate_config)),
         "--num_processes",
         str(cfg.runtime.num_processes),
+        *(["--deepspeed_config_file", str(resolve_repo_path(ds))] if ds else []),
         "-m",
         entry,
         "--config",
