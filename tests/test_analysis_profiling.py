@@ -348,6 +348,35 @@ def test_mid_model_is_built_from_its_config_and_speaks_the_processor(tiny) -> No
     assert P.count_flops(forward)[1].total < analytic * (1 - 1e-3)
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        # the CPU architectures (mid): the same weights as constructing the class in float32
+        torch.float32,
+        # the GPU architectures (3B / 7B): created in bfloat16 directly, no float32 copy
+        torch.bfloat16,
+    ],
+)
+def test_random_model_is_created_in_its_dtype(tiny, dtype) -> None:
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    processor, _ = tiny
+    model = P.random_model(MID, processor, seed=0, dtype=dtype)
+    assert {p.dtype for p in model.parameters()} == {dtype}
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    assert not model.training
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        plain = Qwen2_5_VLForConditionalGeneration(model.config).to(dtype)
+    # float32: identical; bfloat16: the float32 draw rounded, or a bfloat16 draw of the same law
+    for (name, a), b in zip(model.state_dict().items(), plain.state_dict().values(), strict=True):
+        if dtype == torch.float32:
+            assert torch.equal(a, b), name
+        else:
+            assert a.shape == b.shape and torch.isfinite(a.float()).all(), name
+            assert float(a.float().std()) == pytest.approx(float(b.float().std()), rel=0.1, abs=1e-3), name
+
+
 def test_random_model_names_a_missing_config(tiny) -> None:
     with pytest.raises(FileNotFoundError, match="no config file at"):
         P.random_model(REPO / "configs" / "models" / "nope", tiny[0])

@@ -723,8 +723,11 @@ def random_model(
     are taken from ``processor.tokenizer`` so the processor's batches work unchanged;
     ``vocab_size`` defaults to the tokenizer's length rounded up to 64 (pass the config's
     ``vocab_size`` to keep a published model's LM-head cost). Deterministic in ``seed``.
+
+    The weights are created on ``device`` in ``dtype`` (no float32 copy on the CPU first): on a
+    GPU node, initialising the 7B architecture in float32 on the CPU and casting it took minutes.
     """
-    from transformers import AutoConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers import AutoConfig, AutoModelForImageTextToText
 
     p = Path(config_path)
     cfg_file = p / "config.json" if p.is_dir() else p
@@ -752,7 +755,9 @@ def random_model(
     config = AutoConfig.for_model(model_type, **data)
     if attn_implementation is not None:
         config._attn_implementation = attn_implementation
-    with torch.random.fork_rng(devices=[]):
+    dev = torch.device(device)
+    rng_devices = [dev.index or 0] if dev.type == "cuda" else []
+    with torch.random.fork_rng(devices=rng_devices), dev:
         torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config)
-    return model.to(dtype=dtype, device=device).eval()
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    return model.eval()
