@@ -67,6 +67,47 @@ def test_zero2_json_loads_through_the_accelerate_plugin() -> None:
     assert plugin.deepspeed_config["train_batch_size"] == BATCH * 2
 
 
+@pytest.mark.parametrize(
+    "file_value, expect",
+    [
+        # "auto" in the file: the run config's value goes in
+        ("auto", 4),
+        # the key left out of the file: the same
+        (None, 4),
+        # the file already says the same number: kept
+        (4, 4),
+        # the file says another number: refused, naming the file and the key
+        (8, "zero2.json: train_micro_batch_size_per_gpu is 8 but the RL engine needs 4"),
+    ],
+)
+def test_fill_deepspeed_config(file_value, expect) -> None:
+    from guirl.train.rl import fill_deepspeed_config
+
+    ds = {"zero_optimization": {"stage": 2}}
+    if file_value is not None:
+        ds["train_micro_batch_size_per_gpu"] = file_value
+    values = {"train_micro_batch_size_per_gpu": 4}
+    if isinstance(expect, str):
+        with pytest.raises(ValueError, match=expect):
+            fill_deepspeed_config(ds, values, source="zero2.json")
+        assert ds["train_micro_batch_size_per_gpu"] == file_value  # nothing overwritten
+    else:
+        assert fill_deepspeed_config(ds, values, source="zero2.json") is ds
+        assert ds == {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": expect}
+
+
+def test_deepspeed_values_come_from_the_rl_config() -> None:
+    from guirl.config import load_config
+    from guirl.train.rl import deepspeed_values
+
+    rl = load_config("paper-3b").rl
+    assert deepspeed_values(rl) == {
+        "train_micro_batch_size_per_gpu": rl.micro_batch_size,
+        "gradient_accumulation_steps": 1,  # the engine sets the accumulation boundary itself
+        "gradient_clipping": rl.max_grad_norm,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
