@@ -235,9 +235,9 @@ def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[
     ``data_dir``, ``base_model``, ``output_dir``, ...). With ``parallel`` > 1 the subprocesses run
     side by side, each with its share of the cores (:func:`stage_env`): on 2 cores, the tiny
     model's two SFT agents trained side by side with one thread each take about 0.83x the time of
-    training them one after the other with two threads, with bit-identical weights (docs/stack.md). The first failure is raised after every
-    started stage has ended. Jobs must not depend on each other (no job's ``base_model`` may be
-    another job's output)."""
+    training them one after the other with two threads, with bit-identical weights (docs/stack.md).
+    The first failure is raised after every started stage has ended. Jobs must not depend on each
+    other (no job's ``base_model`` may be another job's output)."""
     from concurrent.futures import ThreadPoolExecutor
 
     outputs = [Path(job["output_dir"]).resolve() for job in jobs]

@@ -68,6 +68,7 @@ from guirl.train.data import read_jsonl
 
 if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
     from guirl.config import Config
+    from guirl.rl.config import RLConfig
 
 __all__ = [
     "RLHooks",
@@ -303,7 +304,7 @@ class _EngineState:
 
 # --------------------------------------------------------------------------------------------
 # model setup
-def deepspeed_values(rl: Any) -> dict[str, Any]:
+def deepspeed_values(rl: RLConfig) -> dict[str, Any]:
     """The DeepSpeed keys this engine decides, from the run config (their one source).
 
     * ``train_micro_batch_size_per_gpu``: ``rl.micro_batch_size`` samples per backward pass;
@@ -325,7 +326,9 @@ def deepspeed_values(rl: Any) -> dict[str, Any]:
 def fill_deepspeed_config(ds_config: dict[str, Any], values: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     """Set each of ``values`` in ``ds_config`` (in place; also returned) where it is ``"auto"`` or
     missing. A number the file (``source``, named in the error) sets to something else raises
-    ``ValueError``: the run config and the DeepSpeed file would disagree on one value."""
+    ``ValueError``: the run config and the DeepSpeed file would disagree on one value. (accelerate's
+    ``DeepSpeedPlugin.deepspeed_config_process`` fills only keys present in the file, and its error
+    does not name the file.)"""
     for key, value in values.items():
         current = ds_config.get(key, "auto")
         if current == "auto":
