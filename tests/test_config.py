@@ -253,6 +253,13 @@ ERROR_CASES = {
         "runtime.threads",
         "greater than or equal to 1",
     ),
+    # keeping no checkpoint at all (null keeps every one)
+    "zero checkpoints kept": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.save_total_limit=0"]),
+        "override sft.save_total_limit=0",
+        "sft.save_total_limit",
+        "greater than or equal to 1",
+    ),
     # a required key left out of a profile
     "missing key": lambda tmp: (
         dict(

@@ -120,3 +120,81 @@ def test_paired_table_and_per_seed_conclusions() -> None:
     assert agree["same_conclusion"].tolist() == [row["verdict"] == "B > A", row["verdict"] == "unresolved"]
     assert ss.paired_table(cfg, records, []).empty  # no executor: no pairs, an empty table
     assert ss.seed_conclusions(cfg, records, []).empty
+
+
+# ----------------------------------------------------------------------------- learning curves
+@pytest.mark.parametrize(
+    ("folders", "steps"),
+    [
+        (["checkpoint-140", "checkpoint-20", "checkpoint-700"], [20, 140, 700]),  # numeric order, not text order
+        (["checkpoint-50", "final", "checkpoint-x", "README.md"], [50]),  # other names are not checkpoints
+        (["checkpoint-5.tmp", "checkpoint-10"], [10]),  # a partial save's name is not a checkpoint
+    ],
+)
+def test_checkpoint_steps(tmp_path: Path, folders: list[str], steps: list[int]) -> None:
+    for name in folders:
+        (tmp_path / name).mkdir()
+    assert ss.checkpoint_steps(tmp_path) == steps
+
+
+def test_checkpoint_steps_names_the_folder_and_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "checkpoint-3").write_text("a file, not a checkpoint folder")
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint-<step> folder.*sft.save_total_limit: null"):
+        ss.checkpoint_steps(tmp_path)
+
+
+def test_checkpoint_curve_scores_each_checkpoint_with_its_step(tmp_path: Path, monkeypatch) -> None:
+    from guirl import evaluation as ev
+
+    for n in (10, 20, 30):
+        (tmp_path / f"checkpoint-{n}").mkdir()
+    loaded: list[Path] = []
+    monkeypatch.setattr(ev, "eval_policy", lambda cfg, source: loaded.append(Path(source)) or str(source))
+
+    def grid(cfg, policies, splits, *, histories, labels, progress):
+        ((name, build),) = policies.items()
+        build()  # the grid builds each policy when its turn comes
+        return [{"model": name, "history": histories[0], "split": s, **labels} for s in splits]
+
+    monkeypatch.setattr(ev, "evaluation_grid", grid)
+    cfg = load_config("tiny")
+    recs = ss.checkpoint_curve(cfg, tmp_path, {"a": None, "b": None}, history="1AO", steps=[30, 10], progress=False)
+    assert [(r["model"], r["step"], r["split"]) for r in recs] == [
+        ("step 30", 30, "a"),
+        ("step 30", 30, "b"),
+        ("step 10", 10, "a"),
+        ("step 10", 10, "b"),
+    ]
+    assert loaded == [tmp_path / "checkpoint-30", tmp_path / "checkpoint-10"]
+    with pytest.raises(ValueError, match=r"no checkpoint at step\(s\) \[15\]; it holds \[10, 20, 30\]"):
+        ss.checkpoint_curve(cfg, tmp_path, {"a": None}, history="1AO", steps=[15], progress=False)
+    assert len(ss.checkpoint_curve(cfg, tmp_path, {"a": None}, history="1AO", progress=False)) == 3  # all by default
+
+
+def step_record(step: int, i: int, exact: bool) -> dict:
+    """A scored step of checkpoint ``step`` (a click, type matched, grounded when exact)."""
+    return {
+        "step": step,
+        "history": "1AO",
+        "split": "test_in_domain",
+        "episode_id": "e",
+        "step_id": i,
+        "parse_ok": True,
+        "type_match": True,
+        "grounding": exact,
+        "exact": exact,
+        "counted": True,
+    }
+
+
+def test_curve_table_is_one_row_per_step_in_step_order() -> None:
+    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=50"])
+    later = [step_record(200, i, i < 3) for i in range(4)]  # 3 of 4 right
+    earlier = [step_record(100, i, i < 1) for i in range(4)]  # 1 of 4 right
+    table = ss.curve_table(cfg, later + earlier)
+    assert table["step"].tolist() == [100, 200]
+    assert table["SR"].tolist() == pytest.approx([25.0, 75.0])
+    assert table["TM"].tolist() == pytest.approx([100.0, 100.0])
+    assert (table["SR_lo"] <= table["SR"]).all() and (table["SR"] <= table["SR_hi"]).all()
+    fig = ss.plot_curve(table)
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "test_in_domain, 1AO"

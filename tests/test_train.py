@@ -125,6 +125,11 @@ def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
         ("sft", [], {"activation_checkpointing": False}),
         # the runtime key reaches both stages
         ("grounding", ["runtime.activation_checkpointing=true"], {"activation_checkpointing": True}),
+        # two checkpoints kept by default, as before the key existed
+        ("sft", [], {"save_total_limit": 2}),
+        # null keeps every checkpoint (a learning curve, guirl.sft_study.checkpoint_curve), in both stages
+        ("sft", ["sft.save_total_limit=null"], {"save_total_limit": None}),
+        ("grounding", ["sft.save_total_limit=5"], {"save_total_limit": 5}),
     ],
 )
 def test_training_args_come_from_the_config(stage, overrides, expect, tmp_path):
@@ -206,6 +211,10 @@ def test_fingerprint_ignores_scheduling(tmp_path):
     one, two = (load_config("tiny", overrides=[f"runtime.parallel_stages={n}"]) for n in (1, 2))
     assert stage_fingerprint(one, "sft", "e", tmp_path, tmp_path) == stage_fingerprint(
         two, "sft", "e", tmp_path, tmp_path
+    )
+    keep_all = load_config("tiny", overrides=["sft.save_total_limit=null"])  # what is kept on disk: not in it either
+    assert stage_fingerprint(keep_all, "sft", "e", tmp_path, tmp_path) == stage_fingerprint(
+        one, "sft", "e", tmp_path, tmp_path
     )
     threads = load_config("tiny", overrides=["runtime.threads=1"])  # threads stay in it (issue 10's perturbation runs)
     assert stage_fingerprint(threads, "sft", "e", tmp_path, tmp_path) != stage_fingerprint(

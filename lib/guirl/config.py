@@ -361,7 +361,10 @@ class SFTConfig(_Section):
     ``use_step_instruction: false``; ``low_level_max_steps``: that executor's ``max_steps``
     (``null``: the same as the main agent's). ``system_prompt``: a registered
     prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
-    format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``)."""
+    format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
+    of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
+    learning curve, :func:`guirl.sft_study.checkpoint_curve`); it changes no trained weight, so it
+    is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
 
     learning_rate: float = Field(gt=0)
     epochs: float = Field(gt=0)
@@ -370,6 +373,7 @@ class SFTConfig(_Section):
     grad_accum: int = Field(ge=1)
     warmup_ratio: float = Field(ge=0.0, lt=1.0)
     save_steps: int = Field(ge=1)
+    save_total_limit: int | None = Field(default=2, ge=1)  # checkpoints kept on disk; null keeps every one
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     low_level_executor: bool = False

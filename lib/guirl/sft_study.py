@@ -17,11 +17,15 @@
 * :func:`paired_table`: differences between models paired over seeds and steps
   (:func:`guirl.evaluation.paired_gain_table`); :func:`seed_conclusions`: the same per seed, and
   whether each seed alone reaches the all-seed verdict.
+* Training length as an axis: :func:`checkpoint_curve` scores every checkpoint a stage kept
+  (``sft.save_total_limit: null`` keeps them all) on the same test steps, :func:`curve_table` /
+  :func:`plot_curve` give TM / GR / SR with 95% intervals against the optimizer step.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +41,12 @@ from guirl.workflow import sft_agents, upstream_result
 __all__ = [
     "GROUNDING",
     "PAIRED_COLUMNS",
+    "checkpoint_curve",
+    "checkpoint_steps",
+    "curve_table",
     "evaluate_seeds",
     "paired_table",
+    "plot_curve",
     "seed_conclusions",
     "seed_table",
     "seeded",
@@ -237,3 +245,88 @@ def seed_conclusions(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequ
             "same_conclusion",
         ]
     ]
+
+
+#: A training stage's checkpoint folder: ``checkpoint-<optimizer step>`` (transformers' naming).
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def checkpoint_steps(stage_dir: Path) -> list[int]:
+    """Optimizer steps of the ``checkpoint-<step>`` folders in a training stage's output folder,
+    ascending. A stage keeps ``sft.save_total_limit`` of them (``null``: every ``save_steps``-th
+    step); none raises ``FileNotFoundError`` naming the folder."""
+    stage_dir = Path(stage_dir)
+    found = sorted(
+        int(m.group(1)) for p in stage_dir.glob("checkpoint-*") if p.is_dir() and (m := _CHECKPOINT.fullmatch(p.name))
+    )
+    if not found:
+        raise FileNotFoundError(
+            f"{stage_dir}: no checkpoint-<step> folder -- train the stage with sft.save_total_limit: null "
+            "(and sft.save_steps at the spacing wanted) to keep its checkpoints"
+        )
+    return found
+
+
+def checkpoint_curve(
+    cfg: Config,
+    stage_dir: Path,
+    splits: Mapping[str, Split],
+    *,
+    history: str,
+    steps: Sequence[int] | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Prediction records of a stage's checkpoints (``steps``, default all of
+    :func:`checkpoint_steps`) on the same test steps (``eval.max_test_steps`` per split) at one
+    ``history`` setting, so checkpoints compare paired. ``cfg`` is the stage's own config (its
+    instruction level prompts the model). Each record carries ``step`` (the checkpoint's optimizer
+    step) and the model name ``"step <n>"``; a step the folder does not hold raises ``ValueError``
+    naming the folder and the steps it holds."""
+    from guirl import evaluation as ev
+
+    stage_dir = Path(stage_dir)
+    kept = checkpoint_steps(stage_dir)
+    wanted = list(kept if steps is None else steps)
+    missing = [n for n in wanted if n not in kept]
+    if missing:
+        raise ValueError(f"{stage_dir}: no checkpoint at step(s) {missing}; it holds {kept}")
+    records: list[dict[str, Any]] = []
+    for n in wanted:
+        records += ev.evaluation_grid(
+            cfg,
+            {f"step {n}": lambda n=n: ev.eval_policy(cfg, stage_dir / f"checkpoint-{n}")},
+            splits,
+            histories=[history],
+            labels={"step": n},
+            progress=progress,
+        )
+    return records
+
+
+def curve_table(cfg: Config, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """TM / GR / SR (%) with 95% bootstrap bounds per (``step``, history, split) of
+    :func:`checkpoint_curve`'s records (:func:`guirl.evaluation.step_metrics`), sorted by split,
+    history and step."""
+    from guirl import evaluation as ev
+
+    table = ev.step_metrics(cfg, records, by=("step", "history", "split"))
+    return table.sort_values(["split", "history", "step"], kind="stable", ignore_index=True)
+
+
+def plot_curve(table: pd.DataFrame, metrics: Sequence[str] = ("SR", "TM", "GR")):
+    """One panel per (split, history) of :func:`curve_table`: each metric against the optimizer
+    step, with its 95% interval as a band; returns the figure."""
+    import matplotlib.pyplot as plt
+
+    groups = list(table.groupby(["split", "history"], sort=False))
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.2), squeeze=False, sharey=True)
+    for ax, ((split, history), g) in zip(axes[0], groups):
+        for metric in metrics:
+            ax.plot(g["step"], g[metric], marker="o", label=metric)
+            ax.fill_between(g["step"], g[f"{metric}_lo"], g[f"{metric}_hi"], alpha=0.2)
+        ax.set_title(f"{split}, {history}")
+        ax.set_xlabel("optimizer step")
+    axes[0][0].set_ylabel("%")
+    axes[0][0].legend()
+    fig.tight_layout()
+    return fig

@@ -31,17 +31,21 @@ SFT_ENTRY = "guirl.stages.sft"
 #: ``runtime`` keys that decide when stages run, not what they compute (left out of the fingerprint).
 SCHEDULING_KEYS = ("parallel_stages",)
 
+#: ``sft`` keys that decide what a stage keeps on disk, not what it trains (left out of the fingerprint).
+STORAGE_KEYS = ("save_total_limit",)
+
 #: File in a stage's output folder recording what the stage was trained from.
 FINGERPRINT_FILE = "stage_fingerprint.json"
 
 
 def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_model: Path) -> dict[str, Any]:
     """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
-    (evaluation settings never change a trained model) and the :data:`SCHEDULING_KEYS` of
-    ``runtime``, the stage, the entry module and the input folders. Two runs with equal
-    fingerprints may share checkpoints and results."""
+    (evaluation settings never change a trained model), the :data:`SCHEDULING_KEYS` of
+    ``runtime`` and the :data:`STORAGE_KEYS` of ``sft``, the stage, the entry module and the input
+    folders. Two runs with equal fingerprints may share checkpoints and results."""
     config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
     config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
+    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS}
     return {
         "stage": stage,
         "entry": entry,

@@ -95,7 +95,7 @@ def training_args(cfg: Config, stage: str, output_dir: Path):
         seed=cfg.seed,
         data_seed=cfg.seed,
         save_strategy="steps",
-        save_total_limit=2,
+        save_total_limit=cfg.sft.save_total_limit,
         completion_only_loss=True,
         dataloader_num_workers=0,
         activation_checkpointing=cfg.runtime.activation_checkpointing,
