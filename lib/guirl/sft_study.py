@@ -281,7 +281,12 @@ def checkpoint_curve(
     ``history`` setting, so checkpoints compare paired. ``cfg`` is the stage's own config (its
     instruction level prompts the model). Each record carries ``step`` (the checkpoint's optimizer
     step) and the model name ``"step <n>"``; a step the folder does not hold raises ``ValueError``
-    naming the folder and the steps it holds."""
+    naming the folder and the steps it holds.
+
+    A checkpoint of a longer run is the model a run of ``n`` steps would give only where the
+    learning-rate schedule up to ``n`` does not depend on ``max_steps``: ``constant_with_warmup``
+    with the same warmup length (``sft.warmup_ratio`` is a fraction of ``max_steps``, rounded up:
+    0.07 of 280 and 0.0285714 of 700 are both 20 steps); cosine and linear decay differ."""
     from guirl import evaluation as ev
 
     stage_dir = Path(stage_dir)
