@@ -60,7 +60,7 @@ def tiny_checkpoint(session_cache: Path) -> Path:
 
 @pytest.fixture()
 def tiny_model(tiny_checkpoint: Path):
-    """``(model, processor)`` on one torch thread (the 1.4 M-parameter model gains nothing from
+    """``(model, processor)`` on one torch thread (the 1.1 M-parameter model gains nothing from
     more, and two threads on a busy 2-core machine spin-wait); the thread count is restored."""
     import torch
 
