@@ -239,6 +239,20 @@ ERROR_CASES = {
         "sft.low_level_max_steps",
         "set low_level_executor: true or low_level_max_steps: null",
     ),
+    # a batch size and a schedule for a Low-level executor that is not trained: one error names both
+    "executor recipe without an executor": lambda tmp: (
+        dict(
+            profile="tiny",
+            overrides=[
+                "sft.low_level_executor=false",
+                "sft.low_level_lr_scheduler_type=cosine",
+                "sft.low_level_batch_size=4",  # last: a cross-key error names the last override
+            ],
+        ),
+        "override sft.low_level_batch_size=4",
+        "sft.low_level_batch_size",
+        "set low_level_executor: true or low_level_batch_size: null, low_level_lr_scheduler_type: null",
+    ),
     # training stages side by side on a GPU (they would share it and the rendezvous port)
     "parallel stages on cuda": lambda tmp: (
         dict(profile="tiny", overrides=["runtime.device=cuda", "runtime.parallel_stages=3"]),

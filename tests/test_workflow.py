@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import guirl.env.export as minigui
-from guirl.config import load_config
+from guirl.config import EXECUTOR_KEYS, load_config
 from guirl.models import CheckpointNotFoundError, build_tiny_model
 from guirl.workflow import base_model_dir, minigui_dir, sft_agents, upstream_result
 
@@ -128,16 +128,20 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
 
 
 # ----------------------------------------------------------------------------- sft_agents
+#: Overrides that turn the tiny profile's Low executor off, with the keys of its own recipe.
+NO_EXECUTOR = ("sft.low_level_executor=false", *(f"sft.{key}=null" for key in EXECUTOR_KEYS))
+
+
 @pytest.mark.parametrize(
     ("overrides", "agents"),
     [
         # tiny: the goal-only main agent in 01_sft/sft and the Low executor in 01_sft/sft_low
         ([], [("SFT (High)", "High", "sft", False), ("SFT (Low)", "Low", "sft_low", True)]),
-        # no executor: the main agent only
-        (["sft.low_level_executor=false"], [("SFT (High)", "High", "sft", False)]),
+        # no executor (and none of its keys): the main agent only
+        ([*NO_EXECUTOR], [("SFT (High)", "High", "sft", False)]),
         # a Low main agent (the tiny profile before issue 10) keeps the main folder
         (
-            ["sft.low_level_executor=false", "sft.use_step_instruction=true"],
+            [*NO_EXECUTOR, "sft.use_step_instruction=true"],
             [("SFT (Low)", "Low", "sft", True)],
         ),
     ],
@@ -147,27 +151,65 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
     got = sft_agents(cfg)
     assert [(a.name, a.level, a.stage_dir, a.cfg.sft.use_step_instruction) for a in got] == agents
     assert got[0].cfg is cfg  # the main agent trains with the run config itself
-    for a in got[1:]:  # an executor's config differs in the instruction level (and its own step count) only
+    for a in got[1:]:  # an executor's config differs in the instruction level (and its own recipe keys) only
         diff = {k for k, v in a.cfg.to_flat().items() if cfg.to_flat()[k] != v}
-        steps = {"sft.max_steps", "sft.low_level_max_steps"} if cfg.sft.low_level_max_steps is not None else set()
-        assert diff == {"sft.use_step_instruction", "sft.low_level_executor"} | steps
+        own = {
+            k
+            for key, main_key in EXECUTOR_KEYS.items()
+            if getattr(cfg.sft, key) is not None
+            for k in (f"sft.{key}", f"sft.{main_key}")
+            if cfg.to_flat()[k] != a.cfg.to_flat()[k]
+        }
+        assert diff == {"sft.use_step_instruction", "sft.low_level_executor"} | own
 
 
 @pytest.mark.parametrize(
-    ("overrides", "main_steps", "executor_steps"),
+    ("overrides", "main", "executor"),
     [
-        # unset: the executor trains as long as the main agent
-        (["sft.max_steps=280", "sft.low_level_max_steps=null"], 280, 280),
-        # set: only the executor's count changes
-        (["sft.max_steps=280", "sft.low_level_max_steps=120"], 280, 120),
+        # unset: the executor trains with the main agent's steps, batch and schedule
+        (
+            ["sft.max_steps=280"],
+            (280, 8, "constant_with_warmup"),
+            (280, 8, "constant_with_warmup"),
+        ),
+        # set: only the executor's step count changes
+        (
+            ["sft.max_steps=280", "sft.low_level_max_steps=120"],
+            (280, 8, "constant_with_warmup"),
+            (120, 8, "constant_with_warmup"),
+        ),
         # longer than the main agent is allowed too
-        (["sft.max_steps=50", "sft.low_level_max_steps=70"], 50, 70),
+        (
+            ["sft.max_steps=50", "sft.low_level_max_steps=70"],
+            (50, 8, "constant_with_warmup"),
+            (70, 8, "constant_with_warmup"),
+        ),
+        # its own batch and schedule: a main agent at batch 4 with a cosine decay, the executor as before
+        (
+            [
+                "sft.max_steps=560",
+                "sft.per_device_batch_size=4",
+                "sft.lr_scheduler_type=cosine",
+                "sft.low_level_max_steps=280",
+                "sft.low_level_batch_size=8",
+                "sft.low_level_lr_scheduler_type=constant_with_warmup",
+            ],
+            (560, 4, "cosine"),
+            (280, 8, "constant_with_warmup"),
+        ),
     ],
 )
-def test_executor_steps(overrides: list[str], main_steps: int, executor_steps: int) -> None:
-    main, executor = sft_agents(load_config("tiny", overrides=overrides))
-    assert (main.cfg.sft.max_steps, executor.cfg.sft.max_steps) == (main_steps, executor_steps)
-    assert executor.cfg.sft.low_level_max_steps is None  # the executor's own config has no second agent
+def test_executor_recipe(overrides: list[str], main: tuple, executor: tuple) -> None:
+    plain = [  # the main agent at batch 8 and a constant lr, no executor key set (the cases add theirs)
+        "sft.per_device_batch_size=8",
+        "sft.lr_scheduler_type=constant_with_warmup",
+        *(f"sft.{key}=null" for key in EXECUTOR_KEYS),
+    ]
+    agents = sft_agents(load_config("tiny", overrides=[*plain, *overrides]))
+    got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
+    assert got == [main, executor]
+    for key in EXECUTOR_KEYS:  # the executor's own config has no second agent
+        assert getattr(agents[1].cfg.sft, key) is None
 
 
 def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:

@@ -348,6 +348,14 @@ class GroundingConfig(_Section):
     per_device_batch_size: int = Field(ge=1)
 
 
+#: The Low-level executor's own ``sft`` keys: the key of the main agent's value each one replaces.
+EXECUTOR_KEYS = {
+    "low_level_max_steps": "max_steps",
+    "low_level_batch_size": "per_device_batch_size",
+    "low_level_lr_scheduler_type": "lr_scheduler_type",
+}
+
+
 class SFTConfig(_Section):
     """Supervised fine-tuning (TRL ``SFTTrainer`` + PEFT LoRA). ``max_steps`` (when set) wins
     over ``epochs``, as in ``transformers.TrainingArguments``. ``histories``: the history settings
@@ -358,8 +366,9 @@ class SFTConfig(_Section):
     notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
     ``low_level_executor``: 01 also trains a second agent, with the step instruction, in
     ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
-    ``use_step_instruction: false``; ``low_level_max_steps``: that executor's ``max_steps``
-    (``null``: the same as the main agent's). ``system_prompt``: a registered
+    ``use_step_instruction: false``; ``low_level_max_steps`` / ``low_level_batch_size`` /
+    ``low_level_lr_scheduler_type``: that executor's ``max_steps`` / ``per_device_batch_size`` /
+    ``lr_scheduler_type`` (``null``: the same as the main agent's; :data:`EXECUTOR_KEYS`). ``system_prompt``: a registered
     prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
     format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
@@ -378,6 +387,8 @@ class SFTConfig(_Section):
     use_step_instruction: bool
     low_level_executor: bool = False
     low_level_max_steps: int | None = Field(default=None, ge=1)
+    low_level_batch_size: int | None = Field(default=None, ge=1)
+    low_level_lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] | None = None
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
@@ -389,10 +400,13 @@ class SFTConfig(_Section):
                 "low_level_executor: the main agent already has the step instruction (use_step_instruction: true) "
                 "-- set use_step_instruction: false (goal-only main agent) or low_level_executor: false"
             )
-        if self.low_level_max_steps is not None and not self.low_level_executor:
+        stray = [key for key in EXECUTOR_KEYS if getattr(self, key) is not None]
+        if stray and not self.low_level_executor:
+            key = stray[0]
             raise ValueError(
-                f"low_level_max_steps: {self.low_level_max_steps} sets the steps of the Low-level executor, but "
-                "low_level_executor is false -- set low_level_executor: true or low_level_max_steps: null"
+                f"{key}: {getattr(self, key)} sets the {EXECUTOR_KEYS[key]} of the Low-level executor, but "
+                "low_level_executor is false -- set low_level_executor: true or "
+                + ", ".join(f"{k}: null" for k in stray)
             )
         if self.system_prompt is not None:
             from guirl.prompts import get_prompt

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guirl.config import Config
+from guirl.config import EXECUTOR_KEYS, Config
 from guirl.paths import data_dir
 
 
@@ -102,17 +102,17 @@ def sft_agents(cfg: Config) -> list[SFTAgent]:
     """The agents notebook 01 trains, main agent first: the one of ``sft.use_step_instruction``
     (folder :data:`MAIN_SFT_DIR`), then, with ``sft.low_level_executor``, a Low-level executor
     (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction`` and,
-    with ``sft.low_level_max_steps``, in ``sft.max_steps``."""
+    for each executor key that is set (``sft.low_level_max_steps``, ``low_level_batch_size``,
+    ``low_level_lr_scheduler_type``; :data:`guirl.config.EXECUTOR_KEYS`), in the main agent's key it
+    replaces."""
     main_level = instruction_level(cfg.sft.use_step_instruction)
     agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
     if cfg.sft.low_level_executor:
-        update: dict[str, Any] = {
-            "use_step_instruction": True,
-            "low_level_executor": False,
-            "low_level_max_steps": None,
-        }
-        if cfg.sft.low_level_max_steps is not None:
-            update["max_steps"] = cfg.sft.low_level_max_steps
+        update: dict[str, Any] = {"use_step_instruction": True, "low_level_executor": False}
+        for key, main_key in EXECUTOR_KEYS.items():
+            update[key] = None
+            if getattr(cfg.sft, key) is not None:
+                update[main_key] = getattr(cfg.sft, key)
         sft = cfg.sft.model_copy(update=update)
         agents.append(SFTAgent("SFT (Low)", "Low", cfg.model_copy(update={"sft": sft}), LOW_EXECUTOR_DIR))
     return agents
