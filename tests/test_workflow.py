@@ -233,3 +233,26 @@ def test_upstream_result_names_the_missing_file_and_target(tmp_path: Path, monke
 
 
 # ----------------------------------------------------------------------------- reward rise
+
+
+def test_an_executor_recipe_that_restates_the_old_one_keeps_its_trained_stage(tmp_path: Path) -> None:
+    from guirl.train.launch import stage_fingerprint
+
+    def fingerprints(overrides: list[str]) -> list[str]:
+        return [
+            stage_fingerprint(a.cfg, "sft", "e", tmp_path, tmp_path)["config_sha256"]
+            for a in sft_agents(load_config("tiny", overrides=overrides))
+        ]
+
+    before = fingerprints([])
+    # the main agent trains longer with a decay; the executor is pinned to the recipe it had
+    after = fingerprints(
+        [
+            "sft.max_steps=560",
+            "sft.lr_scheduler_type=cosine",
+            "sft.low_level_max_steps=280",
+            "sft.low_level_lr_scheduler_type=constant_with_warmup",
+        ]
+    )
+    assert after[1] == before[1]  # the executor's finished stage is reused
+    assert after[0] != before[0]  # the main agent trains again
