@@ -368,9 +368,9 @@ class SFTConfig(_Section):
     ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
     ``use_step_instruction: false``; ``low_level_max_steps`` / ``low_level_batch_size`` /
     ``low_level_lr_scheduler_type``: that executor's ``max_steps`` / ``per_device_batch_size`` /
-    ``lr_scheduler_type`` (``null``: the same as the main agent's; :data:`EXECUTOR_KEYS`). ``system_prompt``: a registered
-    prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use (``null``: the output
-    format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
+    ``lr_scheduler_type`` (``null``: the same as the main agent's; :data:`EXECUTOR_KEYS`).
+    ``system_prompt``: a registered prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use
+    (``null``: the output format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
     learning curve, :func:`guirl.sft_study.checkpoint_curve`); it changes no trained weight, so it
     is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
