@@ -128,20 +128,16 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
 
 
 # ----------------------------------------------------------------------------- sft_agents
-#: Overrides that turn the tiny profile's Low executor off, with the keys of its own recipe.
-NO_EXECUTOR = ("sft.low_level_executor=false", *(f"sft.{key}=null" for key in EXECUTOR_KEYS))
-
-
 @pytest.mark.parametrize(
     ("overrides", "agents"),
     [
         # tiny: the goal-only main agent in 01_sft/sft and the Low executor in 01_sft/sft_low
         ([], [("SFT (High)", "High", "sft", False), ("SFT (Low)", "Low", "sft_low", True)]),
-        # no executor (and none of its keys): the main agent only
-        ([*NO_EXECUTOR], [("SFT (High)", "High", "sft", False)]),
+        # no executor: the main agent only
+        (["sft.low_level_executor=false"], [("SFT (High)", "High", "sft", False)]),
         # a Low main agent (the tiny profile before issue 10) keeps the main folder
         (
-            [*NO_EXECUTOR, "sft.use_step_instruction=true"],
+            ["sft.low_level_executor=false", "sft.use_step_instruction=true"],
             [("SFT (Low)", "Low", "sft", True)],
         ),
     ],
@@ -200,12 +196,7 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
     ],
 )
 def test_executor_recipe(overrides: list[str], main: tuple, executor: tuple) -> None:
-    plain = [  # the main agent at batch 8 and a constant lr, no executor key set (the cases add theirs)
-        "sft.per_device_batch_size=8",
-        "sft.lr_scheduler_type=constant_with_warmup",
-        *(f"sft.{key}=null" for key in EXECUTOR_KEYS),
-    ]
-    agents = sft_agents(load_config("tiny", overrides=[*plain, *overrides]))
+    agents = sft_agents(load_config("tiny", overrides=overrides))  # tiny: batch 8, constant lr, no executor key
     got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
     assert got == [main, executor]
     for key in EXECUTOR_KEYS:  # the executor's own config has no second agent
