@@ -475,6 +475,9 @@ class RuntimeConfig(_Section):
     # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
     # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
     activation_checkpointing: bool = True
+    # TRL's fused LM head projects only the labelled positions on every device (it does so on CUDA already; on CPU
+    # it projects all of them): same loss, a tiny-model SFT step 27% faster on CPU (guirl.train.lm_head, docs/stack.md)
+    compact_lm_head: bool = True
     # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
     # with runtime.threads threads (null: this machine's cores / parallel_stages); weights do not depend on it
     parallel_stages: int = Field(default=1, ge=1)

@@ -137,7 +137,9 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
     from trl import SFTTrainer
 
     from guirl.models import load_model, load_processor, lora_config
+    from guirl.train.cores import callback_from_env
     from guirl.train.data import to_dataset
+    from guirl.train.lm_head import compact_lm_head
 
     output_dir.mkdir(parents=True, exist_ok=True)
     done = output_dir / RESULT_FILE
@@ -159,10 +161,19 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
     if stage == "sft" and cfg.lora.enabled:
         peft = lora_config(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
     args = training_args(cfg, stage, output_dir)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=processor, peft_config=peft)
+    share = callback_from_env()  # side by side: take over the cores of a sibling stage that ended
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=processor,
+        peft_config=peft,
+        callbacks=[share] if share is not None else None,
+    )
     resume = get_last_checkpoint(str(output_dir)) if output_dir.exists() else None
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume)
+    with compact_lm_head(cfg.runtime.compact_lm_head):
+        trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - t0
     final = output_dir / FINAL_DIR
     trainer.save_model(str(final))
@@ -178,6 +189,7 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
         "n_records": len(records),
         "log_history": trainer.state.log_history,
         "global_step": trainer.state.global_step,
+        "thread_switches": share.switches if share is not None else [],
     }
     if trainer.is_world_process_zero():
         tmp = done.with_suffix(".tmp")
