@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,9 @@ def test_fingerprint_ignores_scheduling(tmp_path):
     )
 
 
+seen_group: dict[str, object] = {}
+
+
 def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
     """Replace the training subprocess: it waits at ``barrier`` (both stages must be running at
     once), records its thread count and writes a result naming its folder; ``fail``: that folder's
@@ -231,15 +235,21 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
     from guirl.train import launch
 
     seen: dict[str, str] = {}
+    group: dict[str, object] = {}  # what each stage saw of its side-by-side group: markers, folder, cores
+    seen_group.clear()
     lock = threading.Lock()
 
     class FakePopen:
         def __init__(self, cmd, *, env, **kw):
             out = Path(cmd[cmd.index("--output-dir") + 1])
+            peers = env.get("GUIRL_PEER_DIR")  # read the group before any stage can end and drop its marker
+            with lock:
+                group[out.name] = (sorted(os.listdir(peers)), peers, env.get("GUIRL_CORES")) if peers else None
             if barrier is not None:
                 barrier.wait(timeout=10)
             with lock:
                 seen[out.name] = env.get("OMP_NUM_THREADS", "")
+            seen_group.update(group)
             self.rc = 1 if out.name == fail else 0
             if not self.rc:
                 (out / RESULT_FILE).write_text(json.dumps({"folder": out.name}))
@@ -280,6 +290,27 @@ def test_run_stages_side_by_side(tmp_path, monkeypatch, capsys):
     assert sorted(printed) == ["[sft] trained sft", "[sft_low] trained sft_low"]  # echoed lines say whose they are
 
 
+def test_run_stages_side_by_side_marks_the_running_stages(tmp_path, monkeypatch):
+    import threading
+
+    from guirl.train.launch import run_stages
+
+    fake_popen(monkeypatch, tmp_path, barrier=threading.Barrier(2))
+    run_stages(jobs_for(tmp_path, ["sft", "sft_low"]), parallel=2)
+    (markers, folder, cores), other = seen_group["sft"], seen_group["sft_low"]
+    assert markers == ["stage-0", "stage-1"]  # both stages were marked running when either started
+    assert other[1] == folder and cores == "2"  # one group folder, the machine's 2 cores
+    assert not Path(folder).exists()  # the group folder is gone once every stage ended
+
+
+def test_run_stages_with_fixed_threads_has_no_group(tmp_path, monkeypatch):
+    from guirl.train.launch import run_stages
+
+    seen = fake_popen(monkeypatch, tmp_path)
+    run_stages(jobs_for(tmp_path, ["a", "b"], cfg=load_config("tiny", overrides=["runtime.threads=1"])), parallel=2)
+    assert seen == {"a": "1", "b": "1"} and seen_group == {"a": None, "b": None}  # runtime.threads wins: no switching
+
+
 def test_run_stages_one_at_a_time(tmp_path, monkeypatch, capsys):
     from guirl.train.launch import run_stages
 
@@ -316,28 +347,38 @@ def test_run_stages_rejects_jobs_that_collide(tmp_path, names, base, match):
 
 def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_path):
     """The tiny profile's claim (docs/stack.md): two stages side by side, one thread each, train
-    bit-identical weights to the same stages one after the other with the default threads."""
+    bit-identical weights to the same stages one after the other with the default threads; the
+    longer stage takes over the freed core when the shorter one ends (guirl.train.cores), and
+    that changes no weight either."""
     from guirl.train.launch import run_stages
 
-    def trained(folder: str, parallel: int) -> list[bytes]:
-        cfg = load_config(
-            "tiny", overrides=["sft.max_steps=2", "sft.per_device_batch_size=2", f"runtime.parallel_stages={parallel}"]
-        )
+    def trained(folder: str, parallel: int) -> tuple[list[bytes], list]:
         jobs = [
             dict(
-                cfg=cfg,
+                cfg=load_config(
+                    "tiny",
+                    overrides=[
+                        f"sft.max_steps={steps}",
+                        "sft.per_device_batch_size=2",
+                        f"runtime.parallel_stages={parallel}",
+                    ],
+                ),
                 stage="sft",
                 data_dir=minigui,
                 base_model=tiny_model,
                 output_dir=tmp_path / folder / n,
                 echo=False,
             )
-            for n in ("x", "y")
+            for n, steps in (("x", 1), ("y", 16))
         ]
         results = run_stages(jobs, parallel=parallel)
-        return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results]
+        return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results], results[1]["thread_switches"]
 
-    assert trained("side_by_side", 2) == trained("in_turn", 1)
+    side, switches = trained("side_by_side", 2)
+    in_turn, none = trained("in_turn", 1)
+    assert side == in_turn
+    assert none == []  # one at a time: no group, no switching
+    assert switches and switches[-1][1] == min(2, os.cpu_count() or 1)  # y ended with x's core too
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,7 @@ def run_stage(
     echo: bool = True,
     timeout: float | None = None,
     parallel: int = 1,
+    peer_marker: Path | None = None,
 ) -> dict[str, Any]:
     """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
 
@@ -208,9 +209,31 @@ def run_stage(
     first, so a changed config never reuses stale checkpoints. Output is streamed (``echo``) and
     the last 60 lines are kept for the error message. ``parallel``: how many stages share the
     machine (:func:`run_stages`); it sets the thread count (:func:`stage_env`) and, above 1,
-    prefixes each echoed line with ``[<output folder name>]``.
+    prefixes each echoed line with ``[<output folder name>]``. ``peer_marker``: this stage's marker
+    file in its side-by-side group's folder (:func:`run_stages` creates it; it is deleted when the
+    stage ends, so the group's other stages take over its cores, :mod:`guirl.train.cores`).
     """
-    output_dir = Path(output_dir)
+    try:
+        return _run_stage(
+            cfg, stage, data_dir, base_model, Path(output_dir), entry, echo, timeout, parallel, peer_marker
+        )
+    finally:
+        if peer_marker is not None:
+            Path(peer_marker).unlink(missing_ok=True)
+
+
+def _run_stage(
+    cfg: Config,
+    stage: str,
+    data_dir: Path,
+    base_model: Path,
+    output_dir: Path,
+    entry: str,
+    echo: bool,
+    timeout: float | None,
+    parallel: int,
+    peer_marker: Path | None,
+) -> dict[str, Any]:
     cmd = prepare_stage(
         cfg, stage, data_dir=data_dir, base_model=base_model, output_dir=output_dir, entry=entry, echo=echo
     )
@@ -218,6 +241,10 @@ def run_stage(
     if done.exists():
         return json.loads(done.read_text())
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg, parallel)}
+    if peer_marker is not None and cfg.runtime.threads is None:
+        from guirl.train.cores import CORES_ENV, PEER_DIR_ENV
+
+        env.update({PEER_DIR_ENV: str(Path(peer_marker).parent), CORES_ENV: str(available_cores())})
     tail: deque[str] = deque(maxlen=60)
     prefix = f"[{output_dir.name}] " if parallel > 1 else ""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
@@ -240,8 +267,11 @@ def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[
     side by side, each with its share of the cores (:func:`stage_env`): on 2 cores, the tiny
     model's two SFT agents trained side by side with one thread each take about 0.83x the time of
     training them one after the other with two threads, with bit-identical weights (docs/stack.md).
+    When a stage ends, the ones still running take over its cores (:mod:`guirl.train.cores`; unless
+    ``runtime.threads`` fixes the count): thread count does not change the weights.
     The first failure is raised after every started stage has ended. Jobs must not depend on each
     other (no job's ``base_model`` may be another job's output)."""
+    import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
     outputs = [Path(job["output_dir"]).resolve() for job in jobs]
@@ -256,10 +286,22 @@ def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[
     n = max(1, min(parallel, len(jobs)))
     if n == 1:
         return [run_stage(**job) for job in jobs]
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(run_stage, **{**job, "parallel": n}) for job in jobs]
+    with tempfile.TemporaryDirectory(prefix="guirl-stages-") as peers, ThreadPoolExecutor(max_workers=n) as pool:
+        markers = [Path(peers) / f"stage-{i}" for i in range(len(jobs))]
+        for marker in markers[:n]:  # the first n start at once; the others mark themselves when they start
+            marker.touch()
+        futures = [
+            pool.submit(_marked, markers[i], **{**job, "parallel": n, "peer_marker": markers[i]})
+            for i, job in enumerate(jobs)
+        ]
         errors = [f.exception() for f in futures]  # waits for every stage
     for err in errors:
         if err is not None:
             raise err
     return [f.result() for f in futures]
+
+
+def _marked(marker: Path, **job: Any) -> dict[str, Any]:
+    """:func:`run_stage` with its side-by-side marker present while it runs."""
+    marker.touch()
+    return run_stage(**job)
