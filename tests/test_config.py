@@ -245,6 +245,7 @@ ERROR_CASES = {
             profile="tiny",
             overrides=[
                 "sft.low_level_executor=false",
+                "sft.low_level_max_steps=null",  # tiny sets the executor's length; clear it
                 "sft.low_level_lr_scheduler_type=cosine",
                 "sft.low_level_batch_size=4",  # last: a cross-key error names the last override
             ],

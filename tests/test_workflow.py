@@ -128,16 +128,22 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
 
 
 # ----------------------------------------------------------------------------- sft_agents
+#: clears the tiny profile's executor recipe (280 steps at a constant lr): a profile with no executor key
+NO_EXECUTOR_KEYS = ["sft.low_level_max_steps=null", "sft.low_level_lr_scheduler_type=null"]
+#: the tiny profile's recipe before the cosine High agent: both agents 280 steps at a constant lr
+OLD_TINY = ["sft.max_steps=280", "sft.lr_scheduler_type=constant_with_warmup", *NO_EXECUTOR_KEYS]
+
+
 @pytest.mark.parametrize(
     ("overrides", "agents"),
     [
         # tiny: the goal-only main agent in 01_sft/sft and the Low executor in 01_sft/sft_low
         ([], [("SFT (High)", "High", "sft", False), ("SFT (Low)", "Low", "sft_low", True)]),
-        # no executor: the main agent only
-        (["sft.low_level_executor=false"], [("SFT (High)", "High", "sft", False)]),
+        # no executor: the main agent only (tiny's executor recipe keys cleared with it)
+        (["sft.low_level_executor=false", *NO_EXECUTOR_KEYS], [("SFT (High)", "High", "sft", False)]),
         # a Low main agent (the tiny profile before issue 10) keeps the main folder
         (
-            ["sft.low_level_executor=false", "sft.use_step_instruction=true"],
+            ["sft.low_level_executor=false", *NO_EXECUTOR_KEYS, "sft.use_step_instruction=true"],
             [("SFT (Low)", "Low", "sft", True)],
         ),
     ],
@@ -196,11 +202,18 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
     ],
 )
 def test_executor_recipe(overrides: list[str], main: tuple, executor: tuple) -> None:
-    agents = sft_agents(load_config("tiny", overrides=overrides))  # tiny: batch 8, constant lr, no executor key
+    agents = sft_agents(load_config("tiny", overrides=[*OLD_TINY, *overrides]))  # batch 8, constant lr, no executor key
     got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
     assert got == [main, executor]
     for key in EXECUTOR_KEYS:  # the executor's own config has no second agent
         assert getattr(agents[1].cfg.sft, key) is None
+
+
+def test_tiny_profile_recipes() -> None:
+    # docs/tiny-agents.md: the High agent 560 steps decaying to 0, the Low executor 280 at a constant lr
+    agents = sft_agents(load_config("tiny"))
+    got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
+    assert got == [(560, 8, "cosine"), (280, 8, "constant_with_warmup")]
 
 
 def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
@@ -235,15 +248,8 @@ def test_an_executor_recipe_that_restates_the_old_one_keeps_its_trained_stage(tm
             for a in sft_agents(load_config("tiny", overrides=overrides))
         ]
 
-    before = fingerprints([])
-    # the main agent trains longer with a decay; the executor is pinned to the recipe it had
-    after = fingerprints(
-        [
-            "sft.max_steps=560",
-            "sft.lr_scheduler_type=cosine",
-            "sft.low_level_max_steps=280",
-            "sft.low_level_lr_scheduler_type=constant_with_warmup",
-        ]
-    )
+    before = fingerprints(OLD_TINY)
+    # the tiny profile now: the main agent trains 560 steps with a decay; the executor is pinned to the recipe it had
+    after = fingerprints([])
     assert after[1] == before[1]  # the executor's finished stage is reused
     assert after[0] != before[0]  # the main agent trains again
