@@ -9,7 +9,7 @@ import pytest
 
 from guirl.actions import Action
 from guirl.data.schema import Episode, SchemaError, Step, write_episodes
-from guirl.data.splits import load_splits
+from guirl.data.splits import Split, load_splits, swap_goals
 
 
 def _episode(eid: str, split: str) -> Episode:
@@ -46,3 +46,52 @@ def test_converted_layout_without_manifest_uses_root(tmp_path):
 def test_empty_folder_says_how_to_prepare(tmp_path):
     with pytest.raises(SchemaError, match="00_data_prep"):
         load_splits(tmp_path)
+
+
+def _goal_split(goals: list[str]) -> Split:
+    eps = tuple(
+        Episode(
+            episode_id=f"e{i}",
+            instruction=g,
+            steps=(Step(step_id=0, screenshot=f"img/{i}.png", screen_size=(10, 20), action=Action("wait")),),
+            source="fixture",
+            split="test",
+        )
+        for i, g in enumerate(goals)
+    )
+    return Split("test", eps, Path("/data"))
+
+
+@pytest.mark.parametrize(
+    "goals",
+    [
+        ["a", "b"],  # two episodes: they trade goals
+        ["a", "b", "c", "d", "e"],  # all different: a derangement
+        ["a", "a", "b", "c"],  # a repeated goal is never handed to its twin
+        ["a", "a", "a", "b"],  # three of one goal and one other: every episode still gets a different text
+    ],
+)
+def test_swap_goals_keeps_steps_and_moves_goals(goals):
+    split = _goal_split(goals)
+    swapped = swap_goals(split, seed=3)
+    assert [e.episode_id for e in swapped.episodes] == [e.episode_id for e in split.episodes]  # same order
+    assert [e.steps for e in swapped.episodes] == [e.steps for e in split.episodes]  # same ground truth
+    assert swapped.name == split.name and swapped.image_root == split.image_root
+    new = [e.instruction for e in swapped.episodes]
+    assert all(a != b for a, b in zip(goals, new))  # every episode gets a goal text other than its own
+    assert set(new) <= set(goals)  # taken from the split
+    assert split.episodes[0].instruction == goals[0]  # the input is not modified
+
+
+def test_swap_goals_all_changed_where_possible_and_seeded():
+    split = _goal_split([f"goal {i}" for i in range(12)])
+    a, b, c = swap_goals(split, seed=0), swap_goals(split, seed=0), swap_goals(split, seed=1)
+    assert [e.instruction for e in a.episodes] == [e.instruction for e in b.episodes]  # same seed, same swap
+    assert [e.instruction for e in a.episodes] != [e.instruction for e in c.episodes]  # another seed, another swap
+    assert all(x.instruction != y.instruction for x, y in zip(a.episodes, split.episodes))
+    assert sorted(e.instruction for e in a.episodes) == sorted(e.instruction for e in split.episodes)  # a permutation
+
+
+def test_swap_goals_single_goal_text_is_kept():
+    # nothing to swap with: every episode keeps its goal
+    assert [e.instruction for e in swap_goals(_goal_split(["same", "same"]), seed=0).episodes] == ["same", "same"]

@@ -198,3 +198,37 @@ def test_curve_table_is_one_row_per_step_in_step_order() -> None:
     assert (table["SR_lo"] <= table["SR"]).all() and (table["SR"] <= table["SR_hi"]).all()
     fig = ss.plot_curve(table)
     assert len(fig.axes) == 1 and fig.axes[0].get_title() == "test_in_domain, 1AO"
+
+
+# ----------------------------------------------------------------------------- what the goal is worth
+def test_evaluate_other_goal_swaps_goals_keeps_steps_and_labels(monkeypatch) -> None:
+    from guirl import evaluation as ev
+    from guirl.actions import Action
+    from guirl.data.schema import Episode, Step
+    from guirl.data.splits import Split
+
+    step = Step(step_id=0, screenshot="s.png", screen_size=(10, 20), action=Action("wait"))
+    eps = tuple(Episode(f"e{i}", f"goal {i}", (step,), "fixture", "test_in_domain") for i in range(5))
+    splits = {"test_in_domain": Split("test_in_domain", eps, Path("/d"))}
+    seen: list[tuple[str, list[str], list[str]]] = []
+
+    def grid(cfg, policies, splits, *, histories, labels, progress):
+        ((name, _),) = policies.items()
+        for split in splits.values():
+            seen.append((name, [e.episode_id for e in split.episodes], [e.instruction for e in split.episodes]))
+        return [{"model": name, "split": s, "history": histories[0], **labels} for s in splits]
+
+    monkeypatch.setattr(ev, "evaluation_grid", grid)
+    cfg = load_config("tiny")
+    names = [a.name for a in ss.sft_agents(cfg)]
+    stages = {seed: {n: {} for n in names} for seed in (0, 1)}  # agents only: no zero-shot model is needed
+    recs = ss.evaluate_other_goal(cfg, stages, splits, history="1AO", progress=False)
+    # every agent of every seed, labelled as the other-goal variant, with its seed
+    assert [(r["model"], r["seed"]) for r in recs] == [(ss.other_goal(n), s) for s in (0, 1) for n in names]
+    assert all(ids == [e.episode_id for e in eps] for _, ids, _ in seen)  # the same episodes in the same order
+    swaps = {tuple(goals) for _, _, goals in seen}
+    assert len(swaps) == 1  # the same swap for every agent and training seed (paired)
+    (goals,) = swaps
+    assert all(g != e.instruction for g, e in zip(goals, eps))  # no episode kept its own goal
+    assert splits["test_in_domain"].episodes == eps  # the caller's split is untouched
+    assert ss.other_goal("SFT (High)") != "SFT (High)"

@@ -11,6 +11,9 @@
   the run's own ``seed``, so every seed is scored on the same steps (a paired comparison).
 * :func:`evaluate_seeds`: every agent of every seed (and optionally the zero-shot model) on the
   same test steps; records carry ``seed``.
+* :func:`evaluate_other_goal` / :func:`other_goal`: the same agents with each test episode's goal
+  replaced by another episode's (:func:`guirl.data.splits.swap_goals`); paired with the true
+  goal, it measures what reading the goal is worth to each agent.
 * :func:`seed_table`: step SR per (model, history, split) as the mean over seeds, the
   seed-to-seed standard deviation and a 95% two-way bootstrap interval over seeds and test steps
   (:func:`guirl.metrics.paired.paired_difference` against 0).
@@ -34,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from guirl.config import Config
-from guirl.data.splits import Split
+from guirl.data.splits import Split, swap_goals
 from guirl.metrics.paired import paired_difference, paired_matrix
 from guirl.workflow import sft_agents, upstream_result
 
@@ -44,7 +47,9 @@ __all__ = [
     "checkpoint_curve",
     "checkpoint_steps",
     "curve_table",
+    "evaluate_other_goal",
     "evaluate_seeds",
+    "other_goal",
     "paired_table",
     "plot_curve",
     "seed_conclusions",
@@ -135,8 +140,8 @@ def evaluate_seeds(
     agents = sft_agents(cfg)
     for seed, stages in stages_by_seed.items():
         labels = {"seed": int(seed)}
-        src = zero_shot_source(stages)
         if zero_shot:
+            src = zero_shot_source(stages)
             records += ev.evaluation_grid(
                 cfg,
                 {"zero-shot": lambda src=src: ev.eval_policy(cfg, src)},
@@ -155,6 +160,31 @@ def evaluate_seeds(
                 progress=progress,
             )
     return records
+
+
+def other_goal(model: str) -> str:
+    """The record label of ``model`` evaluated with other episodes' goals (:func:`evaluate_other_goal`)."""
+    return f"{model} | other goal"
+
+
+def evaluate_other_goal(
+    cfg: Config,
+    stages_by_seed: Mapping[int, Mapping[str, Mapping[str, Any]]],
+    splits: Mapping[str, Split],
+    *,
+    history: str,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """:func:`evaluate_seeds` (agents only) on the same test steps with every episode's goal swapped
+    for another episode's (:func:`guirl.data.splits.swap_goals`, seed ``cfg.seed``: the same swap
+    for every training seed); records are labelled :func:`other_goal` of the agent's name.
+
+    Paired against the agent's records under the true goal (``paired_table(cfg, records,
+    [(other_goal(name), name)])``), the difference is the step SR the agent owes to the goal: near
+    0 for an agent that acts from the screen alone (or from a step instruction, which is kept)."""
+    swapped = {name: swap_goals(split, cfg.seed) for name, split in splits.items()}
+    records = evaluate_seeds(cfg, stages_by_seed, swapped, history=history, zero_shot=False, progress=progress)
+    return [{**r, "model": other_goal(r["model"])} for r in records]
 
 
 def seed_table(

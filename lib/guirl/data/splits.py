@@ -12,7 +12,7 @@ Two layouts exist (both written by ``00_data_prep``):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from guirl.data.schema import Episode, SchemaError, read_episodes
@@ -51,3 +51,27 @@ def load_splits(root: str | Path) -> dict[str, Split]:
             "(make nb-00_data_prep, with -p source NAME for a public dataset)"
         )
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != "train", kv[0])))
+
+
+def swap_goals(split: Split, seed: int) -> Split:
+    """``split`` with every episode's goal (``Episode.instruction``) replaced by another episode's.
+
+    A counterfactual for "does the agent read the goal?": the screens, step instructions, ground
+    truth and episode order stay, so every step is scored as before and pairs with its own step
+    under the true goal. Episodes are visited in an order drawn with ``seed`` and each takes the
+    goal of the next one in that cycle whose goal text differs from its own: when all goal texts
+    differ, a permutation with no fixed point. An episode keeps its goal only when every goal of
+    the split is the same text.
+    """
+    import random
+
+    eps = split.episodes
+    order = list(range(len(eps)))
+    random.Random(seed).shuffle(order)
+    goals = [eps[i].instruction for i in order]
+    new: dict[int, str] = {}
+    for pos, i in enumerate(order):
+        own = eps[i].instruction
+        nxt = (goals[(pos + k) % len(goals)] for k in range(1, len(goals)))
+        new[i] = next((g for g in nxt if g != own), own)
+    return replace(split, episodes=tuple(replace(ep, instruction=new[i]) for i, ep in enumerate(eps)))
