@@ -495,6 +495,9 @@ def test_evaluate_online_expert_over_runs() -> None:
     assert [e["run"] for e in res.episodes] == [0, 0, 0, 1, 1, 1]
     assert all(set(e) == {"run", *ev.ONLINE_EPISODE_COLUMNS} for e in res.episodes)
     assert all(set(r) == set(ONLINE_FIELDS) for run in res.runs for r in run)
+    # the episode rows keep the actions played, one per parsed turn, ending with the expert's terminate
+    assert all(len(e["actions"]) == e["turns"] - e["n_unparsable"] for e in res.episodes)
+    assert all(e["actions"][-1]["type"] == "terminate" for e in res.episodes)
     assert all(o["seed"] is None and not o["do_sample"] for _, o in pol.calls)  # greedy as configured
     table = ev.online_table({"expert": res})
     assert table.iloc[0]["model"] == "expert" and table.iloc[0]["history"] == "5AO"

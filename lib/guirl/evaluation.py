@@ -67,8 +67,18 @@ METRICS = ("TM", "GR", "SR")
 #: Online task sets are drawn with ``seed = cfg.seed + ONLINE_TASK_SEED_OFFSET (+ run)``, away
 #: from the seeds that draw the training and test tasks.
 ONLINE_TASK_SEED_OFFSET = 1000
-#: Columns of the per-episode online rows (``online_episodes.jsonl``), after ``run``.
-ONLINE_EPISODE_COLUMNS = ("task_id", "category", "success", "subgoal_rate", "turns", "n_unparsable", "n_invalid")
+#: Columns of the per-episode online rows (``online_episodes.jsonl``), after ``run``; ``actions``: the
+#: parsed actions the agent played, in order (``Action.to_dict``), so a failure can be read back.
+ONLINE_EPISODE_COLUMNS = (
+    "task_id",
+    "category",
+    "success",
+    "subgoal_rate",
+    "turns",
+    "n_unparsable",
+    "n_invalid",
+    "actions",
+)
 
 
 # ----------------------------------------------------------------------------- policies
