@@ -427,7 +427,7 @@ def check_05_efficiency_profiling(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.sft_study import train_seeds
+    from guirl.sft_study import other_goal, train_seeds
 
     cfg = check_saved_config_is_the_one_used(out)
     seeds = train_seeds(cfg)
@@ -451,6 +451,18 @@ def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
     for a in out.table("seed_conclusions", rows=len(seeds)):
         assert a["same_conclusion"] == (a["verdict"] == a["verdict_all_seeds"] == paired[0]["verdict"])
         assert a["resolved"] == (a["lo"] > 0 or a["hi"] < 0)
+    # what the goal is worth: each agent with its true goal (B) against another episode's goal (A)
+    goal = out.table("goal_worth", rows=2)
+    assert [(g["A"], g["B"]) for g in goal] == [(other_goal(r["model"]), r["model"]) for r in table]
+    agent_sr = {r["model"]: r["SR"] for r in table}
+    for g in goal:
+        assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0)
+        assert g["n_seeds"] == len(seeds) and math.isclose(g["diff"], g["B_SR"] - g["A_SR"], abs_tol=1e-6)
+        assert math.isclose(g["B_SR"], agent_sr[g["B"]], abs_tol=0.06)  # the true-goal side is the seed table's
+    verdicts = {g["B"]: g["verdict"] for g in goal}
+    for a in out.table("goal_worth_by_seed", rows=2 * len(seeds)):
+        assert a["verdict_all_seeds"] == verdicts[a["B"]] and a["resolved"] == (a["lo"] > 0 or a["hi"] < 0)
+        assert a["same_conclusion"] == (a["verdict"] == a["verdict_all_seeds"])
     assert len(out.figure("seed_spread")["SR"]) == 2 * len(seeds)
     # seed 0 is 01's model on 01's test steps: its SR equals 01's table cell
     sr01 = {
