@@ -12,6 +12,7 @@ Two layouts exist (both written by ``00_data_prep``):
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -63,8 +64,6 @@ def swap_goals(split: Split, seed: int) -> Split:
     differ, a permutation with no fixed point. An episode keeps its goal only when every goal of
     the split is the same text.
     """
-    import random
-
     eps = split.episodes
     order = list(range(len(eps)))
     random.Random(seed).shuffle(order)
