@@ -128,7 +128,7 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
 
 
 # ----------------------------------------------------------------------------- sft_agents
-#: clears the tiny profile's executor recipe (280 steps at a constant lr): a profile with no executor key
+#: clears the tiny profile's executor recipe (280 steps): a profile with no executor key
 NO_EXECUTOR_KEYS = ["sft.low_level_max_steps=null", "sft.low_level_lr_scheduler_type=null"]
 #: the tiny profile's recipe before the cosine High agent: both agents 280 steps at a constant lr
 OLD_TINY = ["sft.max_steps=280", "sft.lr_scheduler_type=constant_with_warmup", *NO_EXECUTOR_KEYS]
@@ -210,10 +210,10 @@ def test_executor_recipe(overrides: list[str], main: tuple, executor: tuple) -> 
 
 
 def test_tiny_profile_recipes() -> None:
-    # docs/tiny-agents.md: the High agent 560 steps decaying to 0, the Low executor 280 at a constant lr
+    # docs/tiny-agents.md: the High agent 560 steps decaying to 0, the Low executor 280 decaying to 0
     agents = sft_agents(load_config("tiny"))
     got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
-    assert got == [(560, 8, "cosine"), (280, 8, "constant_with_warmup")]
+    assert got == [(560, 8, "cosine"), (280, 8, "cosine")]
 
 
 def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
@@ -249,7 +249,8 @@ def test_an_executor_recipe_that_restates_the_old_one_keeps_its_trained_stage(tm
         ]
 
     before = fingerprints(OLD_TINY)
-    # the tiny profile now: the main agent trains 560 steps with a decay; the executor is pinned to the recipe it had
-    after = fingerprints([])
+    # the main agent 560 steps with a decay, the executor pinned to the constant-lr recipe both agents had before
+    after = fingerprints(["sft.low_level_lr_scheduler_type=constant_with_warmup"])
     assert after[1] == before[1]  # the executor's finished stage is reused
     assert after[0] != before[0]  # the main agent trains again
+    assert fingerprints([])[1] != before[1]  # the tiny profile now: the executor decays to 0 too, so it trains again
