@@ -353,6 +353,7 @@ EXECUTOR_KEYS = {
     "low_level_max_steps": "max_steps",
     "low_level_batch_size": "per_device_batch_size",
     "low_level_lr_scheduler_type": "lr_scheduler_type",
+    "low_level_learning_rate": "learning_rate",
 }
 
 
@@ -367,8 +368,9 @@ class SFTConfig(_Section):
     ``low_level_executor``: 01 also trains a second agent, with the step instruction, in
     ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
     ``use_step_instruction: false``; ``low_level_max_steps`` / ``low_level_batch_size`` /
-    ``low_level_lr_scheduler_type``: that executor's ``max_steps`` / ``per_device_batch_size`` /
-    ``lr_scheduler_type`` (``null``: the same as the main agent's; :data:`EXECUTOR_KEYS`).
+    ``low_level_lr_scheduler_type`` / ``low_level_learning_rate``: that executor's ``max_steps`` /
+    ``per_device_batch_size`` / ``lr_scheduler_type`` / peak ``learning_rate`` (``null``: the same as
+    the main agent's; :data:`EXECUTOR_KEYS`).
     ``system_prompt``: a registered prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use
     (``null``: the output format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
@@ -389,6 +391,7 @@ class SFTConfig(_Section):
     low_level_max_steps: int | None = Field(default=None, ge=1)
     low_level_batch_size: int | None = Field(default=None, ge=1)
     low_level_lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] | None = None
+    low_level_learning_rate: float | None = Field(default=None, gt=0)
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt

@@ -103,8 +103,8 @@ def sft_agents(cfg: Config) -> list[SFTAgent]:
     (folder :data:`MAIN_SFT_DIR`), then, with ``sft.low_level_executor``, a Low-level executor
     (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction`` and,
     for each executor key that is set (``sft.low_level_max_steps``, ``low_level_batch_size``,
-    ``low_level_lr_scheduler_type``; :data:`guirl.config.EXECUTOR_KEYS`), in the main agent's key it
-    replaces."""
+    ``low_level_lr_scheduler_type``, ``low_level_learning_rate``; :data:`guirl.config.EXECUTOR_KEYS`),
+    in the main agent's key it replaces."""
     main_level = instruction_level(cfg.sft.use_step_instruction)
     agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
     if cfg.sft.low_level_executor:

@@ -41,11 +41,15 @@ FINGERPRINT_FILE = "stage_fingerprint.json"
 def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_model: Path) -> dict[str, Any]:
     """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
     (evaluation settings never change a trained model), the :data:`SCHEDULING_KEYS` of
-    ``runtime`` and the :data:`STORAGE_KEYS` of ``sft``, the stage, the entry module and the input
-    folders. Two runs with equal fingerprints may share checkpoints and results."""
+    ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe keys
+    (:data:`guirl.config.EXECUTOR_KEYS`: the executor trains with a config of its own that moves
+    them into the main keys, so they never change the stage they are set on), the stage, the entry
+    module and the input folders. Two runs with equal fingerprints may share checkpoints and results."""
+    from guirl.config import EXECUTOR_KEYS
+
     config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
     config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
-    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS}
+    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k not in EXECUTOR_KEYS}
     return {
         "stage": stage,
         "entry": entry,
