@@ -128,10 +128,21 @@ def test_dataset_dir_of_unconverted_public_source_says_what_to_run():
 
 
 # ----------------------------------------------------------------------------- sft_agents
-#: clears the tiny profile's executor recipe (280 steps): a profile with no executor key
-NO_EXECUTOR_KEYS = ["sft.low_level_max_steps=null", "sft.low_level_lr_scheduler_type=null"]
+#: clears the tiny profile's executor recipe (280 steps, its own lr): a profile with no executor key
+NO_EXECUTOR_KEYS = [f"sft.{key}=null" for key in EXECUTOR_KEYS]
 #: the tiny profile's recipe before the cosine High agent: both agents 280 steps at a constant lr
-OLD_TINY = ["sft.max_steps=280", "sft.lr_scheduler_type=constant_with_warmup", *NO_EXECUTOR_KEYS]
+OLD_TINY = [
+    "sft.max_steps=280",
+    "sft.learning_rate=3e-3",
+    "sft.lr_scheduler_type=constant_with_warmup",
+    "grounding.max_steps=100",
+    *NO_EXECUTOR_KEYS,
+]
+
+
+def recipe(cfg) -> tuple:
+    """An SFT agent's (steps, batch, schedule, peak lr)."""
+    return (cfg.sft.max_steps, cfg.sft.per_device_batch_size, cfg.sft.lr_scheduler_type, cfg.sft.learning_rate)
 
 
 @pytest.mark.parametrize(
@@ -168,23 +179,23 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
 @pytest.mark.parametrize(
     ("overrides", "main", "executor"),
     [
-        # unset: the executor trains with the main agent's steps, batch and schedule
+        # unset: the executor trains with the main agent's steps, batch, schedule and lr
         (
             ["sft.max_steps=280"],
-            (280, 8, "constant_with_warmup"),
-            (280, 8, "constant_with_warmup"),
+            (280, 8, "constant_with_warmup", 3e-3),
+            (280, 8, "constant_with_warmup", 3e-3),
         ),
         # set: only the executor's step count changes
         (
             ["sft.max_steps=280", "sft.low_level_max_steps=120"],
-            (280, 8, "constant_with_warmup"),
-            (120, 8, "constant_with_warmup"),
+            (280, 8, "constant_with_warmup", 3e-3),
+            (120, 8, "constant_with_warmup", 3e-3),
         ),
         # longer than the main agent is allowed too
         (
             ["sft.max_steps=50", "sft.low_level_max_steps=70"],
-            (50, 8, "constant_with_warmup"),
-            (70, 8, "constant_with_warmup"),
+            (50, 8, "constant_with_warmup", 3e-3),
+            (70, 8, "constant_with_warmup", 3e-3),
         ),
         # its own batch and schedule: a main agent at batch 4 with a cosine decay, the executor as before
         (
@@ -196,24 +207,31 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
                 "sft.low_level_batch_size=8",
                 "sft.low_level_lr_scheduler_type=constant_with_warmup",
             ],
-            (560, 4, "cosine"),
-            (280, 8, "constant_with_warmup"),
+            (560, 4, "cosine", 3e-3),
+            (280, 8, "constant_with_warmup", 3e-3),
+        ),
+        # its own peak lr only: everything else is the main agent's
+        (
+            ["sft.low_level_learning_rate=1.5e-3"],
+            (280, 8, "constant_with_warmup", 3e-3),
+            (280, 8, "constant_with_warmup", 1.5e-3),
         ),
     ],
 )
 def test_executor_recipe(overrides: list[str], main: tuple, executor: tuple) -> None:
     agents = sft_agents(load_config("tiny", overrides=[*OLD_TINY, *overrides]))  # batch 8, constant lr, no executor key
-    got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
+    got = [recipe(a.cfg) for a in agents]
     assert got == [main, executor]
     for key in EXECUTOR_KEYS:  # the executor's own config has no second agent
         assert getattr(agents[1].cfg.sft, key) is None
 
 
 def test_tiny_profile_recipes() -> None:
-    # docs/tiny-agents.md: the High agent 560 steps decaying to 0, the Low executor 280 decaying to 0
-    agents = sft_agents(load_config("tiny"))
-    got = [(a.cfg.sft.max_steps, a.cfg.sft.per_device_batch_size, a.cfg.sft.lr_scheduler_type) for a in agents]
-    assert got == [(560, 8, "cosine"), (280, 8, "cosine")]
+    # docs/tiny-agents.md: the High agent 560 steps decaying to 0 from 3e-3, the Low executor 280 from 2e-3,
+    # both after 300 grounding steps
+    cfg = load_config("tiny")
+    assert cfg.grounding.max_steps == 300
+    assert [recipe(a.cfg) for a in sft_agents(cfg)] == [(560, 8, "cosine", 3e-3), (280, 8, "cosine", 2e-3)]
 
 
 def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
@@ -250,7 +268,16 @@ def test_an_executor_recipe_that_restates_the_old_one_keeps_its_trained_stage(tm
 
     before = fingerprints(OLD_TINY)
     # the main agent 560 steps with a decay, the executor pinned to the constant-lr recipe both agents had before
-    after = fingerprints(["sft.low_level_lr_scheduler_type=constant_with_warmup"])
+    after = fingerprints(
+        [
+            "sft.low_level_lr_scheduler_type=constant_with_warmup",
+            "sft.low_level_learning_rate=null",
+            "grounding.max_steps=100",
+        ]
+    )
     assert after[1] == before[1]  # the executor's finished stage is reused
     assert after[0] != before[0]  # the main agent trains again
     assert fingerprints([])[1] != before[1]  # the tiny profile now: the executor decays to 0 too, so it trains again
+    # its own lr alone is a new executor (and only that: the main agent keeps its stage)
+    lower = fingerprints(["sft.low_level_learning_rate=1e-3"])
+    assert lower[1] != fingerprints([])[1] and lower[0] == fingerprints([])[0]
