@@ -39,7 +39,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
@@ -376,6 +376,8 @@ class SFTConfig(_Section):
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
     learning curve, :func:`guirl.sft_study.checkpoint_curve`); it changes no trained weight, so it
     is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
+
+    EXECUTOR_KEYS: ClassVar[dict[str, str]] = EXECUTOR_KEYS  # for modules that may not import guirl.config
 
     learning_rate: float = Field(gt=0)
     epochs: float = Field(gt=0)

@@ -42,14 +42,13 @@ def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_
     """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
     (evaluation settings never change a trained model), the :data:`SCHEDULING_KEYS` of
     ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe keys
-    (:data:`guirl.config.EXECUTOR_KEYS`: the executor trains with a config of its own that moves
+    (``cfg.sft.EXECUTOR_KEYS``: the executor trains with a config of its own that moves
     them into the main keys, so they never change the stage they are set on), the stage, the entry
     module and the input folders. Two runs with equal fingerprints may share checkpoints and results."""
-    from guirl.config import EXECUTOR_KEYS
-
+    executor_keys = cfg.sft.EXECUTOR_KEYS  # read off the config: the train kernel does not import guirl.config
     config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
     config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
-    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k not in EXECUTOR_KEYS}
+    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k not in executor_keys}
     return {
         "stage": stage,
         "entry": entry,
