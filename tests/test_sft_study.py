@@ -41,6 +41,63 @@ def write_result(folder: Path, **fields) -> None:
     (folder / "result.json").write_text(json.dumps(fields))
 
 
+@pytest.mark.parametrize(
+    ("overrides", "seed", "start", "grounding"),
+    [
+        ([], 1, "tiny-1", True),  # scope all: seed 1 builds its own tiny model and grounds it
+        ([], 0, "tiny-0", True),  # the run's own seed: what 01 trains
+        (["eval.train_seed_scope=sft"], 2, "01/grounding/final", False),  # SFT only: from 01's grounding model
+        (["eval.train_seed_scope=sft"], 0, "tiny-0", True),  # the run's own seed is 01's run in either scope
+        (["eval.train_seed_scope=sft", "grounding.enabled=false"], 2, "tiny-0", False),  # no grounding: the run's base
+        (["grounding.enabled=false"], 2, "tiny-2", False),  # scope all without grounding: the seed's own base
+    ],
+)
+def test_seed_start(tmp_path: Path, monkeypatch, overrides: list[str], seed: int, start: str, grounding: bool) -> None:
+    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
+    monkeypatch.setattr(ss, "base_model_dir", lambda c: Path(f"tiny-{c.seed}"))  # no build: the seed it was asked for
+    write_result(tmp_path / "tiny" / "01_sft" / "grounding", final="01/grounding/final")
+    got = ss.seed_start(load_config("tiny", overrides=overrides), seed)
+    assert got == {"base_model": Path(start), "grounding": grounding}
+
+
+def test_seed_start_sft_scope_names_01_when_it_has_not_run(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"01_sft/grounding/result.json.*make nb-01_sft"):
+        ss.seed_start(load_config("tiny", overrides=["eval.train_seed_scope=sft"]), 1)
+
+
+def test_seed_scope_is_validated() -> None:
+    with pytest.raises(ValueError, match="train_seed_scope"):
+        load_config("tiny", overrides=["eval.train_seed_scope=grounding"])
+
+
+@pytest.mark.parametrize(
+    ("grounding", "stages"),
+    [
+        (None, ["grounding", "sft", "sft_low"]),  # default: grounding.enabled (tiny: true) trains grounding first
+        (False, ["sft", "sft_low"]),  # the base is a grounding model already (scope sft): agents only
+    ],
+)
+def test_train_agents_grounding_flag(tmp_path: Path, monkeypatch, grounding, stages: list[str]) -> None:
+    from guirl.train import launch
+
+    ran: list[tuple[str, str]] = []  # (output folder, base model) of every stage, in order
+
+    def fake_stage(cfg, stage, *, data_dir, base_model, output_dir, **_):
+        ran.append((Path(output_dir).name, str(base_model)))
+        return {"final": str(Path(output_dir) / "final")}
+
+    monkeypatch.setattr(launch, "run_stage", fake_stage)
+    monkeypatch.setattr(launch, "run_stages", lambda jobs, parallel: [fake_stage(**j) for j in jobs])
+    out = ss.train_agents(
+        load_config("tiny"), data_dir=tmp_path, base_model=Path("B"), run_dir=tmp_path / "r", grounding=grounding
+    )
+    assert [name for name, _ in ran] == stages
+    first_agent = str(tmp_path / "r" / "grounding" / "final") if grounding is None else "B"
+    assert ran[-1][1] == ran[-2][1] == first_agent  # both agents start from the grounding model (else the base)
+    assert list(out) == (["grounding"] if grounding is None else []) + ["SFT (High)", "SFT (Low)"]
+
+
 def test_upstream_agents_reads_01s_stages_and_names_the_target(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
     cfg = load_config("tiny")

@@ -450,6 +450,10 @@ class EvalConfig(_Section):
     max_turns: int = Field(ge=1)
     n_seeds: int = Field(default=3, ge=1)
     n_train_seeds: int = Field(default=1, ge=1)  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
+    # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
+    # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
+    # pretrained checkpoint (guirl.sft_study.seed_start). The same for paper profiles (no grounding, a fixed base)
+    train_seed_scope: Literal["all", "sft"] = "all"
     bootstrap_samples: int = Field(ge=1)
     max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
     # cap per split where a notebook compares many trained models (02, 05); null: max_test_steps

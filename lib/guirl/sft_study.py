@@ -4,11 +4,13 @@
   of :func:`guirl.workflow.sft_agents` (the main agent, the Low-level executor), each an
   ``accelerate launch`` subprocess (:func:`guirl.train.launch.run_stage`; a finished stage is
   reused, an interrupted one resumes). Notebook 01 calls it once; notebook 08 once per seed.
-* :func:`train_seeds` / :func:`seeded`: the training seeds of ``eval.n_train_seeds`` and the run
-  config at one of them. A **training seed** re-draws everything training draws: the tiny model's
-  random initial weights (``guirl.models.build_tiny_model(seed=...)``), the grounding and SFT data
-  order (TRL's ``seed`` / ``data_seed``); the data set, the test steps and evaluation stay those of
-  the run's own ``seed``, so every seed is scored on the same steps (a paired comparison).
+* :func:`train_seeds` / :func:`seeded` / :func:`seed_start`: the training seeds of
+  ``eval.n_train_seeds``, the run config at one of them and where it starts. A **training seed**
+  re-draws what training draws: with ``eval.train_seed_scope: all`` the tiny model's random
+  initial weights (``guirl.models.build_tiny_model(seed=...)``), the grounding and SFT data order
+  (TRL's ``seed`` / ``data_seed``); with ``sft`` the SFT data order only, from notebook 01's
+  grounding model. The data set, the test steps and evaluation stay those of the run's own
+  ``seed``, so every seed is scored on the same steps (a paired comparison).
 * :func:`evaluate_seeds`: every agent of every seed (and optionally the zero-shot model) on the
   same test steps; records carry ``seed``.
 * :func:`evaluate_other_goal` / :func:`other_goal`: the same agents with each test episode's goal
@@ -39,7 +41,7 @@ import pandas as pd
 from guirl.config import Config
 from guirl.data.splits import Split, swap_goals
 from guirl.metrics.paired import paired_difference, paired_matrix
-from guirl.workflow import sft_agents, upstream_result
+from guirl.workflow import base_model_dir, sft_agents, upstream_result
 
 __all__ = [
     "GROUNDING",
@@ -53,6 +55,7 @@ __all__ = [
     "paired_table",
     "plot_curve",
     "seed_conclusions",
+    "seed_start",
     "seed_table",
     "seeded",
     "train_agents",
@@ -65,18 +68,22 @@ __all__ = [
 GROUNDING = "grounding"
 
 
-def train_agents(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path) -> dict[str, dict[str, Any]]:
+def train_agents(
+    cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path, grounding: bool | None = None
+) -> dict[str, dict[str, Any]]:
     """Train (or reuse) grounding and every SFT agent of ``cfg`` under ``run_dir``.
 
-    Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when
-    ``grounding.enabled``), each a stage's ``result.json``. The agents start from the grounding
-    model (else from ``base_model``) and train in ``run_dir / agent.stage_dir``, side by side when
+    Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when it
+    trains), each a stage's ``result.json``. ``grounding`` (default ``grounding.enabled``): train
+    the grounding stage from ``base_model`` first; ``False`` where ``base_model`` is already a
+    grounding model (:func:`seed_start`). The agents start from the grounding model (else from
+    ``base_model``) and train in ``run_dir / agent.stage_dir``, side by side when
     ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
     from guirl.train.launch import run_stage, run_stages
 
     out: dict[str, dict[str, Any]] = {}
     start = Path(base_model)
-    if cfg.grounding.enabled:
+    if cfg.grounding.enabled if grounding is None else grounding:
         out[GROUNDING] = run_stage(
             cfg, "grounding", data_dir=data_dir, base_model=start, output_dir=run_dir / "grounding"
         )
@@ -113,6 +120,24 @@ def upstream_agents(cfg: Config) -> dict[str, dict[str, Any]]:
 def train_seeds(cfg: Config) -> list[int]:
     """The ``eval.n_train_seeds`` training seeds: ``seed``, ``seed + 1``, ..."""
     return [cfg.seed + k for k in range(cfg.eval.n_train_seeds)]
+
+
+def seed_start(cfg: Config, seed: int) -> dict[str, Any]:
+    """Where training seed ``seed`` of ``cfg`` starts: ``train_agents``' ``base_model`` and
+    ``grounding`` keywords, by ``eval.train_seed_scope``.
+
+    * ``"all"``: the seed re-draws everything training draws: the tiny model built with this seed
+      (:func:`guirl.workflow.base_model_dir`) and, when ``grounding.enabled``, its own grounding run.
+    * ``"sft"``: the seed re-draws SFT only: every seed starts from notebook 01's grounding model
+      (the run's own seed; the base model itself without grounding). A paper profile's seed does
+      this in either scope, since its base is one pretrained checkpoint and it has no grounding.
+
+    Seed ``cfg.seed`` is notebook 01's run in both scopes (:func:`upstream_agents`)."""
+    if cfg.eval.train_seed_scope == "all" or seed == cfg.seed:
+        return {"base_model": base_model_dir(seeded(cfg, seed)), "grounding": cfg.grounding.enabled}
+    if not cfg.grounding.enabled:
+        return {"base_model": base_model_dir(cfg), "grounding": False}
+    return {"base_model": Path(upstream_result(cfg, "01_sft", GROUNDING)["final"]), "grounding": False}
 
 
 def seeded(cfg: Config, seed: int) -> Config:
