@@ -13,12 +13,15 @@ from hypothesis import strategies as st
 from guirl.metrics.paired import (
     PairedDifference,
     ResolvedClaimError,
+    SeedSpreadTest,
     check_resolved_claims,
     difference_row,
     paired_bootstrap_loop,
     paired_difference,
     paired_matrix,
     resolution,
+    seed_spread_loop,
+    seed_spread_test,
 )
 
 
@@ -169,3 +172,79 @@ def test_difference_row_passes_its_own_check() -> None:
     row = difference_row(paired_difference(a, b), prefix="SR ")
     assert row["SR diff"] == pytest.approx(100 * 2 / 6) and row["n_seeds"] == 2 and row["n_steps"] == 6
     check_resolved_claims(pd.DataFrame([row]))
+
+
+# ----------------------------------------------------------------------------- seed_spread_test
+_SEPARATED = np.array([[1.0] * 20, [0.0] * 20, [0.0] * 20])  # seed 0 right everywhere, seeds 1-2 nowhere
+
+
+@pytest.mark.parametrize(
+    "m, std, p, real",
+    [
+        (np.array([[1, 0, 1, 0, 1]] * 3, dtype=float), 0.0, 1.0, False),  # identical seeds: no spread, every draw ties
+        (np.array([[1, 1, 0, 0], [1, 1, 0, 0]], dtype=float), 0.0, 1.0, False),  # constant columns: nothing to shuffle
+        (_SEPARATED, float(np.std([1.0, 0.0, 0.0], ddof=1)), 1 / 201, True),  # the widest spread there is
+        (np.array([[1, 0, 1, 0], [0, 1, 0, 1]], dtype=float), 0.0, 1.0, False),  # equal means, different steps
+    ],
+)
+def test_seed_spread_cases(m: np.ndarray, std: float, p: float, real: bool) -> None:
+    t = seed_spread_test(m, n_perm=200, seed=0)
+    assert t.std == pytest.approx(std) and t.p_value == pytest.approx(p) and t.real is real
+    assert (t.n_seeds, t.n_steps, t.n_perm) == (*m.shape, 200)
+    assert 0.0 <= t.null_mean <= t.null_hi + 1e-12
+
+
+def test_seed_spread_of_one_seed_is_not_measured() -> None:
+    t = seed_spread_test(np.array([1.0, 0.0, 1.0]), n_perm=50)  # a 1-D array is one seed
+    assert math.isnan(t.std) and math.isnan(t.p_value) and not t.real and t.n_seeds == 1
+
+
+def test_seed_spread_is_calibrated_when_seeds_are_equally_good() -> None:
+    # 300 models whose 3 seeds draw every step from one success rate: p < 0.05 about 5% of the time
+    rng = np.random.default_rng(7)
+    ps = [seed_spread_test((rng.random((3, 100)) < 0.45).astype(float), n_perm=199, seed=k).p_value for k in range(300)]
+    share = float(np.mean(np.asarray(ps) < 0.05))
+    assert 0.01 <= share <= 0.10, share
+    # ... and a real gap between seeds (0.35 / 0.45 / 0.55) is found nearly every time at 400 steps
+    found = [
+        seed_spread_test((rng.random((3, 400)) < np.array([[0.35], [0.45], [0.55]])).astype(float), n_perm=199).real
+        for _ in range(30)
+    ]
+    assert sum(found) >= 27
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seeds=st.integers(2, 4),
+    steps=st.integers(1, 10),
+    n_perm=st.integers(1, 25),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 30),
+    data=st.data(),
+)
+def test_seed_spread_vectorised_equals_loop(seeds: int, steps: int, n_perm: int, seed: int, chunk: int, data) -> None:
+    m = np.array(
+        data.draw(st.lists(st.integers(0, 1), min_size=seeds * steps, max_size=seeds * steps)), dtype=float
+    ).reshape(seeds, steps)
+    v = seed_spread_test(m, n_perm=n_perm, seed=seed, chunk=chunk)
+    lp = seed_spread_loop(m, n_perm=n_perm, seed=seed)
+    assert v.std == pytest.approx(lp.std) and v.null_mean == pytest.approx(lp.null_mean)
+    assert v.null_hi == pytest.approx(lp.null_hi) and v.p_value == pytest.approx(lp.p_value)
+    assert 1.0 / (1 + n_perm) <= v.p_value <= 1.0  # add-one: never 0
+    # per-seed means lie in [0, 1], whose widest sample std is half zeros, half ones: 0.5 * sqrt(n / (n - 1))
+    assert v.null_hi <= 0.5 * math.sqrt(seeds / (seeds - 1)) + 1e-12
+    assert isinstance(v, SeedSpreadTest)
+
+
+@pytest.mark.parametrize(
+    "m, kwargs, match",
+    [
+        (np.zeros((2, 3)), {"n_perm": 0}, "n_perm"),  # no draw
+        (np.zeros((2, 3)), {"alpha": 1.0}, "alpha"),  # not a level
+        (np.array([[0.0, np.inf], [1.0, 0.0]]), {}, "m: values must be finite"),  # a broken outcome
+        (np.zeros((0, 3)), {}, "non-empty"),  # nothing to test
+    ],
+)
+def test_seed_spread_bad_input_names_the_problem(m: np.ndarray, kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        seed_spread_test(m, **kwargs)

@@ -442,8 +442,13 @@ def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
         assert r["SR_lo"] <= r["SR"] <= r["SR_hi"] and math.isclose(r["half_width"], (r["SR_hi"] - r["SR_lo"]) / 2)
         per_seed = [float(x.split(": ")[1]) for x in r["per_seed"].split(", ")]
         assert len(per_seed) == len(seeds) and math.isclose(sum(per_seed) / len(seeds), r["SR"], abs_tol=0.06)
+    for r in table:  # the permutation test of the seed spread: a p-value, and a null std no wider than the widest split
+        assert 0.0 < r["seed_std_p"] <= 1.0 and 0.0 <= r["seed_std_null"] <= 50.0 * math.sqrt(
+            len(seeds) / (len(seeds) - 1)
+        )
     for t in out.table("seed_targets", rows=2):
         assert t["mean_ok"] == (t["SR"] >= 40.0) and t["std_ok"] == (t["seed_std"] <= 3.0)
+        assert t["seeds_differ"] == (t["seed_std_p"] < 0.05)
     paired = out.table("seed_paired", rows=1)  # Low - High, over seeds and steps
     for g in paired:
         assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from guirl import sft_study as ss
 from guirl.config import load_config
-from guirl.metrics.paired import paired_difference
+from guirl.metrics.paired import paired_difference, seed_spread_test
 
 
 @pytest.mark.parametrize(
@@ -124,17 +124,25 @@ def recs(matrix: list[list[int]], model: str = "m", split: str = "s") -> list[di
 
 
 @pytest.mark.parametrize(
-    ("matrix", "sr", "std"),
+    ("matrix", "sr", "std", "p"),
     [
-        ([[1, 1, 0, 0], [1, 1, 0, 0]], 50.0, 0.0),  # two seeds, the same outcomes: no seed spread
-        ([[1, 1, 1, 1], [0, 0, 0, 0]], 50.0, math.sqrt(2) * 50.0),  # all or nothing: sample std of (100, 0)
-        ([[1, 0, 0, 0]], 25.0, math.nan),  # one seed: no seed std
+        ([[1, 1, 0, 0], [1, 1, 0, 0]], 50.0, 0.0, 1.0),  # two seeds, the same outcomes: no seed spread
+        # all or nothing: sample std of (100, 0); a column swap makes the same split, so 1 draw in 2 is as wide
+        ([[1, 1, 1, 1], [0, 0, 0, 0]], 50.0, math.sqrt(2) * 50.0, None),
+        ([[1, 0, 0, 0]], 25.0, math.nan, math.nan),  # one seed: no seed std, nothing to test
     ],
 )
-def test_seed_table_mean_and_seed_std(matrix: list[list[int]], sr: float, std: float) -> None:
+def test_seed_table_mean_and_seed_std(matrix: list[list[int]], sr: float, std: float, p: float | None) -> None:
     row = ss.seed_table(recs(matrix), n_boot=200, boot_seed=0).iloc[0]
     assert row["SR"] == pytest.approx(sr) and row["n_seeds"] == len(matrix) and row["n_steps"] == 4
     assert (math.isnan(row["seed_std"]) and math.isnan(std)) or row["seed_std"] == pytest.approx(std)
+    spread = seed_spread_test(np.asarray(matrix, dtype=float), n_perm=200, seed=0)  # the same draws as the table
+    assert row["seed_std_p"] == pytest.approx(spread.p_value, nan_ok=True)
+    assert row["seed_std_null"] == pytest.approx(100 * spread.null_mean, nan_ok=True)
+    if p is not None:
+        assert row["seed_std_p"] == pytest.approx(p, nan_ok=True)
+    else:  # 2 seeds x 4 steps: 2 of the 16 column swaps put every one in one row, so p is about 1/8
+        assert 0.05 < row["seed_std_p"] < 0.2
     assert row["SR_lo"] <= row["SR"] <= row["SR_hi"]
     assert row["per_seed"] == ", ".join(f"{i}: {100 * np.mean(r):.1f}" for i, r in enumerate(matrix))
 

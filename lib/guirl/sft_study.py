@@ -40,7 +40,7 @@ import pandas as pd
 
 from guirl.config import Config
 from guirl.data.splits import Split, swap_goals
-from guirl.metrics.paired import paired_difference, paired_matrix
+from guirl.metrics.paired import paired_difference, paired_matrix, seed_spread_test
 from guirl.workflow import base_model_dir, sft_agents, upstream_result
 
 __all__ = [
@@ -225,7 +225,12 @@ def seed_table(
     for every seed), ``SR`` (%, mean over seeds and steps), ``seed_std`` (sample standard
     deviation of the per-seed SR over seeds, points; ``nan`` with one seed), ``SR_lo`` /
     ``SR_hi`` (95% two-way percentile bootstrap over seeds and steps), ``half_width``
-    (``(SR_hi - SR_lo) / 2``) and ``per_seed`` (each seed's SR, in seed order). Records need
+    (``(SR_hi - SR_lo) / 2``), ``per_seed`` (each seed's SR, in seed order) and, from a
+    permutation test of the seeds at each step (:func:`guirl.metrics.paired.seed_spread_test`,
+    ``n_boot`` draws, seed ``boot_seed``), ``seed_std_null`` (points: the mean seed std that the
+    test steps alone give when the seeds are equally good) and ``seed_std_p`` (the p-value of
+    ``seed_std`` against it; below 0.05 the seeds differ by more than the steps explain; ``nan``
+    with one seed). Records need
     ``seed``, ``episode_id``, ``step_id`` and ``exact``; a seed that lacks a step another seed
     has raises ``ValueError`` naming the group (the seeds would not be comparable)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -239,6 +244,7 @@ def seed_table(
         )
         per_seed = 100.0 * m.mean(axis=1)
         d = paired_difference(np.zeros_like(m), m, n_boot=n_boot, seed=boot_seed)
+        spread = seed_spread_test(m, n_perm=n_boot, seed=boot_seed)
         rows.append(
             {
                 **dict(zip(by, key)),
@@ -250,6 +256,8 @@ def seed_table(
                 "SR_hi": 100.0 * d.hi,
                 "half_width": 50.0 * (d.hi - d.lo),
                 "per_seed": ", ".join(f"{s}: {v:.1f}" for s, v in zip(seeds, per_seed)),
+                "seed_std_null": 100.0 * spread.null_mean,
+                "seed_std_p": spread.p_value,
             }
         )
     return pd.DataFrame(rows)

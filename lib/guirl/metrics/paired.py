@@ -20,10 +20,17 @@ claims otherwise; :meth:`guirl.report.Report.table` calls it on every table it w
 Documented edge cases: identical matrices give ``(0, 0, 0)`` (unresolved); a single seed and
 a single step give the point difference as both bounds; non-finite values and mismatched
 shapes raise ``ValueError`` naming the argument.
+
+Is a seed-to-seed spread more than the test steps give? :func:`seed_spread_test` asks it of
+one model's ``(n_seeds, n_steps)`` matrix with a permutation test: under the null hypothesis
+that the training seeds are equally good, the outcomes of each test step are exchangeable
+between seeds, so shuffling every column independently draws the seed standard deviation that
+a finite test set alone would show.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +41,15 @@ import pandas as pd
 __all__ = [
     "PairedDifference",
     "ResolvedClaimError",
+    "SeedSpreadTest",
     "check_resolved_claims",
     "difference_row",
     "paired_bootstrap_loop",
     "paired_difference",
     "paired_matrix",
     "resolution",
+    "seed_spread_loop",
+    "seed_spread_test",
 ]
 
 
@@ -250,3 +260,112 @@ def difference_row(d: PairedDifference, *, scale: float = 100.0, prefix: str = "
         "n_seeds": d.n_seeds,
         "n_steps": d.n_steps,
     }
+
+
+@dataclass(frozen=True)
+class SeedSpreadTest:
+    """A seed-to-seed spread against the spread of test-step noise alone (:func:`seed_spread_test`).
+
+    ``std``: the sample standard deviation (``ddof=1``) of the per-seed means of the matrix
+    (the inputs' units; times 100 for points of a rate). ``null_mean`` / ``null_hi``: the mean and
+    the ``1 - alpha`` quantile of that std over the permutation draws (what the test steps alone
+    give when the seeds are equally good). ``p_value``: ``(1 + #{draws with std >= std}) / (1 +
+    n_perm)``, never 0. ``real`` is ``p_value < alpha``: the seeds differ by more than the steps
+    explain. With one seed every field but the counts is ``nan`` and ``real`` is False."""
+
+    std: float
+    null_mean: float
+    null_hi: float
+    p_value: float
+    alpha: float
+    n_perm: int
+    n_seeds: int
+    n_steps: int
+
+    @property
+    def real(self) -> bool:
+        """True when the spread is above the permutation null at level ``alpha``."""
+        return bool(self.p_value < self.alpha)
+
+
+def _seed_std(means: np.ndarray) -> np.ndarray:
+    """Sample std (``ddof=1``) over the last axis of per-seed means, shape ``(..., n_seeds)``."""
+    return np.std(means, axis=-1, ddof=1)
+
+
+def _spread_perms(n_seeds: int, n_steps: int, n_perm: int, seed: int) -> np.ndarray:
+    """Row orders of every column in every draw, shape ``(n_perm, n_seeds, n_steps)``: column
+    ``j`` of draw ``k`` takes its seeds in the order ``perms[k, :, j]`` (a uniform permutation)."""
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((n_perm, n_seeds, n_steps)), axis=1, kind="stable")
+
+
+def _spread_result(m: np.ndarray, null: np.ndarray | None, alpha: float, n_perm: int) -> SeedSpreadTest:
+    s, t = m.shape
+    if null is None:
+        nan = math.nan
+        return SeedSpreadTest(nan, nan, nan, nan, alpha, n_perm, s, t)
+    observed = float(_seed_std(m.mean(axis=1)))
+    tol = 1e-12 * max(1.0, abs(observed))  # a draw equal to the observed spread counts as "as large"
+    p = (1.0 + float(np.sum(null >= observed - tol))) / (1.0 + n_perm)
+    return SeedSpreadTest(observed, float(null.mean()), float(np.quantile(null, 1.0 - alpha)), p, alpha, n_perm, s, t)
+
+
+def _spread_args(m: Any, n_perm: int, alpha: float) -> np.ndarray:
+    mm = _matrix(m, "m")
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be >= 1, got {n_perm}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return mm
+
+
+def seed_spread_test(
+    m: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    n_perm: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+    chunk: int = 256,
+) -> SeedSpreadTest:
+    """Is the seed-to-seed std of one model more than its test steps give? A permutation test.
+
+    ``m``: per-step outcomes, shape ``(n_seeds, n_steps)`` (row = training seed, column = test
+    step, the same steps for every seed; :func:`paired_matrix`). Each of the ``n_perm`` draws
+    shuffles every column independently across the seeds (the null: at each step the seeds'
+    outcomes are exchangeable) and takes the std (``ddof=1``) of the per-seed means; the p-value
+    is the share of draws at least as spread as ``m`` (add-one, so never 0). Vectorised over
+    draws in blocks of ``chunk`` (memory ``chunk * n_seeds * n_steps`` floats); equals
+    :func:`seed_spread_loop`. Deterministic in ``seed``. A matrix whose columns are each constant
+    has std 0 in every draw and ``p_value`` 1."""
+    mm = _spread_args(m, n_perm, alpha)
+    s, t = mm.shape
+    if s < 2:
+        return _spread_result(mm, None, alpha, n_perm)
+    perms = _spread_perms(s, t, n_perm, seed)
+    null = np.empty(n_perm)
+    for start in range(0, n_perm, max(1, int(chunk))):
+        block = perms[start : start + max(1, int(chunk))]
+        shuffled = np.take_along_axis(np.broadcast_to(mm, (len(block), s, t)), block, axis=1)
+        null[start : start + len(block)] = _seed_std(shuffled.mean(axis=2))
+    return _spread_result(mm, null, alpha, n_perm)
+
+
+def seed_spread_loop(
+    m: Sequence[Sequence[float]] | np.ndarray, *, n_perm: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> SeedSpreadTest:
+    """Reference loop implementation of :func:`seed_spread_test` (the same permutations, one
+    draw, seed and step at a time); used by the tests to pin the vectorised version."""
+    mm = _spread_args(m, n_perm, alpha)
+    s, t = mm.shape
+    if s < 2:
+        return _spread_result(mm, None, alpha, n_perm)
+    perms = _spread_perms(s, t, n_perm, seed)
+    null = []
+    for k in range(n_perm):
+        means = []
+        for i in range(s):
+            means.append(sum(mm[perms[k, i, j], j] for j in range(t)) / t)
+        mu = sum(means) / s
+        null.append(math.sqrt(sum((x - mu) ** 2 for x in means) / (s - 1)))
+    return _spread_result(mm, np.asarray(null), alpha, n_perm)
