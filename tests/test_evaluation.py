@@ -760,10 +760,10 @@ def test_online_by_category_says_what_the_tasks_allow() -> None:
     cfg = tiny_cfg()  # eval.max_turns = 3
     success = {"a": [False, False], "b": [False, False], "c": [True, True]}
     category = {"a": "compound", "b": "compound", "c": "information_query"}
-    facts = {  # b needs more steps than the turn limit; half of a's subgoals hold on its first screen
-        "a": {"expert_steps": 2, "subgoal_rate_at_reset": 0.5},
-        "b": {"expert_steps": 7, "subgoal_rate_at_reset": 0.0},
-        "c": {"expert_steps": 3, "subgoal_rate_at_reset": 0.0},
+    facts = {  # b needs more steps than the turn limit; half of a's subgoals hold on its first screen; c answers
+        "a": {"expert_steps": 2, "subgoal_rate_at_reset": 0.5, "needs_text": 0.0},
+        "b": {"expert_steps": 7, "subgoal_rate_at_reset": 0.0, "needs_text": 0.0},
+        "c": {"expert_steps": 3, "subgoal_rate_at_reset": 0.0, "needs_text": 1.0},
     }
     table = ev.online_by_category(cfg, online_result(success, category), "m", task_facts=facts)
     rows = {r["category"]: r for r in table.to_dict("records")}
@@ -771,6 +771,7 @@ def test_online_by_category_says_what_the_tasks_allow() -> None:
     assert rows["compound"]["subgoal_sr_at_reset"] == 25.0 and rows["information_query"]["subgoal_sr_at_reset"] == 0.0
     assert (rows["information_query"]["expert_steps"], rows["information_query"]["n_within_turns"]) == (3.0, 1)
     assert rows["(all)"]["n_within_turns"] == 2 and rows["(all)"]["expert_steps"] == pytest.approx(4.0)
+    assert [rows[c]["n_text_free"] for c in ("compound", "information_query", "(all)")] == [2, 0, 2]
     # a row's claim (guirl.conclusions) is named by model and category only, not by the counts beside them
     from guirl.conclusions import _key
 
@@ -778,6 +779,30 @@ def test_online_by_category_says_what_the_tasks_allow() -> None:
     assert "expert_steps" not in ev.online_by_category(cfg, online_result(success, category), "m").columns
     with pytest.raises(ValueError, match="no entry for task 'c'"):
         ev.online_by_category(cfg, online_result(success, category), "m", task_facts={k: facts[k] for k in "ab"})
+    stale = {**facts, "b": {"expert_steps": 7, "subgoal_rate_at_reset": 0.0}}  # facts written before needs_text
+    with pytest.raises(ValueError, match=r"task_facts\['b'\] has no \['needs_text'\]"):
+        ev.online_by_category(cfg, online_result(success, category), "m", task_facts=stale)
+
+
+@pytest.mark.parametrize(
+    ("template", "needs_text"),
+    [
+        ("settings.toggle", 0.0),  # open Settings, flip a switch: clicks only
+        ("contacts.delete", 0.0),  # open the contact, delete it: clicks only
+        ("notes.toggle", 0.0),  # tick a note done: clicks only
+        ("contacts.add", 1.0),  # the name and the phone number are typed
+        ("notes.rename", 1.0),  # the new title is typed
+        ("contacts.query_phone", 1.0),  # the number is read off the screen and answered
+        ("loop.notes_done", 0.0),  # a long loop of ticks: clicks only
+        ("cross.share_phone", 1.0),  # the number is copied into a message
+    ],
+)
+def test_task_facts_say_whether_the_expert_writes_text(template: str, needs_text: float) -> None:
+    from guirl.env.tasks import generate_tasks
+
+    task = generate_tasks(1, seed=3, template_ids=[template])[0]
+    facts = ev.task_facts(task, width=280, height=504)
+    assert facts["needs_text"] == needs_text and facts["expert_steps"] >= 2
 
 
 def test_online_task_facts_cover_every_online_task() -> None:
@@ -786,6 +811,7 @@ def test_online_task_facts_cover_every_online_task() -> None:
     tasks = {t.task_id for k in range(2) for t in ev.online_tasks(cfg, k, same_tasks=True)}
     assert set(facts) == tasks and len(tasks) == 12  # the same tasks in every run
     assert all(f["expert_steps"] >= 1 and 0.0 <= f["subgoal_rate_at_reset"] < 1.0 for f in facts.values())
+    assert {f["needs_text"] for f in facts.values()} == {0.0, 1.0}  # 12 tasks over 6 categories: some of each
     # doing nothing = the Subgoal SR play_online reports for an agent whose every output is unparsable
     from guirl.rollout import FunctionPolicy
 

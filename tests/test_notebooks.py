@@ -303,8 +303,12 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     for r in cats:
         assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
         assert r["expert_steps"] >= 1 and 0 <= r["n_within_turns"] <= r["n_tasks"]
-        assert 0 <= r["subgoal_sr_at_reset"] <= 100
+        assert 0 <= r["n_text_free"] <= r["n_tasks"] and 0 <= r["subgoal_sr_at_reset"] <= 100
     assert sum(r["n_within_turns"] for r in cats[:-1]) == cats[-1]["n_within_turns"]
+    assert sum(r["n_text_free"] for r in cats[:-1]) == cats[-1]["n_text_free"]
+    for r in cats:  # the categories whose every task needs text (MiniGUI's templates: guirl.env.tasks)
+        if r["category"] in ("item_creation", "information_query"):
+            assert r["n_text_free"] == 0, r
     vs = out.table("online_vs_paper", rows=10)  # AndroidLong Table 6: 5 rows x (Task SR, std)
     ours = {r["column"]: r["ours"] for r in vs if r["row"] == "SFT (no memory)"}
     assert ours == {"Task SR": online[0]["task_sr"], "Task SR std": online[0]["task_sr_std"]}

@@ -43,6 +43,7 @@ __all__ = [
     "ONLINE_EPISODE_COLUMNS",
     "ONLINE_TASK_SEED_OFFSET",
     "OnlineEvaluation",
+    "TEXT_ACTIONS",
     "accuracy_by_action_type",
     "eval_policy",
     "evaluate_offline",
@@ -60,6 +61,7 @@ __all__ = [
     "plot_accuracy_by_action_type",
     "step_metrics",
     "table2",
+    "task_facts",
 ]
 
 #: Step metrics of the CCPO Table 2 layout, in column order.
@@ -475,30 +477,46 @@ def evaluate_online(
     return out
 
 
+#: Action types whose argument is text the agent must write (copied from the goal, or read off the screen).
+TEXT_ACTIONS = ("type", "answer")
+
+
 def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
-    """``{task_id: {"expert_steps": n, "subgoal_rate_at_reset": r}}`` for each task of every online
-    run (:func:`online_tasks`).
+    """``{task_id: {"expert_steps": n, "subgoal_rate_at_reset": r, "needs_text": 0.0 | 1.0}}`` for
+    each task of every online run (:func:`online_tasks`).
 
     ``expert_steps``: the steps the scripted MiniGUI expert (:func:`guirl.env.expert.solve`, no
     rendering) takes; a task whose expert needs more than ``eval.max_turns`` steps is out of
     reach within the turn limit. ``subgoal_rate_at_reset``: the share of the task's subgoals
     already met on its first screen (:func:`guirl.rollout.online.subgoal_rate`, as
     :func:`guirl.rollout.play_online` scores the last one), i.e. the Subgoal SR of an agent that does nothing (a conditional loop such as "if they
-    live in Lima, send ..." is already met for the contacts who do not).
+    live in Lima, send ..." is already met for the contacts who do not). ``needs_text``: 1.0 when the
+    expert's solution has an action of :data:`TEXT_ACTIONS` (a name or number to type, an answer to
+    give), 0.0 when clicks, presses and scrolls suffice; an agent that cannot write the right text
+    can solve only the latter.
     """
+    out: dict[str, dict[str, float]] = {}
+    for k in range(cfg.eval.n_seeds):
+        for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
+            if task.task_id not in out:
+                out[task.task_id] = task_facts(task, width=cfg.data.width, height=cfg.data.height)
+    return out
+
+
+def task_facts(task: Any, *, width: int, height: int) -> dict[str, float]:
+    """One MiniGUI task's facts (:func:`online_task_facts`): the scripted expert's step count on a
+    ``width`` x ``height`` px phone (no rendering), the Subgoal SR of its first screen, and whether
+    the expert writes text (``needs_text``, 0.0 or 1.0)."""
     from guirl.env import PhoneState
     from guirl.env.expert import solve
     from guirl.rollout.online import subgoal_rate
 
-    out: dict[str, dict[str, float]] = {}
-    for k in range(cfg.eval.n_seeds):
-        for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
-            if task.task_id in out:
-                continue
-            steps = len(solve(task, render=False, width=cfg.data.width, height=cfg.data.height).steps)
-            first = PhoneState.from_dict(task.initial_state)
-            out[task.task_id] = {"expert_steps": steps, "subgoal_rate_at_reset": subgoal_rate(task, first)}
-    return out
+    steps = solve(task, render=False, width=width, height=height).steps
+    return {
+        "expert_steps": len(steps),
+        "subgoal_rate_at_reset": subgoal_rate(task, PhoneState.from_dict(task.initial_state)),
+        "needs_text": float(any(s.action.type.value in TEXT_ACTIONS for s in steps)),
+    }
 
 
 def online_by_category(
@@ -520,10 +538,11 @@ def online_by_category(
     excludes 0: Task SR measurably above zero). With ``task_facts`` (:func:`online_task_facts`)
     three more columns say what the category's tasks allow: ``expert_steps`` (mean steps of the
     scripted expert), ``n_within_turns`` (tasks whose expert needs at most ``eval.max_turns``
-    steps: the most the agent can solve) and ``subgoal_sr_at_reset`` (%, the Subgoal SR of doing
-    nothing: read ``subgoal_sr`` against it). Raises ``ValueError`` when runs played different
-    task sets (``eval.online_same_tasks: false``): the matrix would not be paired, or when
-    ``task_facts`` lacks a task.
+    steps: the most the agent can solve), ``n_text_free`` (tasks whose expert writes no text: the
+    most an agent that cannot copy text can solve) and ``subgoal_sr_at_reset`` (%, the Subgoal SR
+    of doing nothing: read ``subgoal_sr`` against it). Raises ``ValueError`` when runs played
+    different task sets (``eval.online_same_tasks: false``): the matrix would not be paired, or
+    when ``task_facts`` lacks a task or a fact.
     """
     import numpy as np
 
@@ -561,8 +580,13 @@ def online_by_category(
             if missing:
                 raise ValueError(f"online_by_category: task_facts has no entry for task {missing[0]!r}")
             facts = [task_facts[t] for (t,) in tasks]
+            for (t,), f in zip(tasks, facts):
+                lacking = [k for k in ("expert_steps", "subgoal_rate_at_reset", "needs_text") if k not in f]
+                if lacking:
+                    raise ValueError(f"online_by_category: task_facts[{t!r}] has no {lacking} (online_task_facts)")
             row["expert_steps"] = float(np.mean([f["expert_steps"] for f in facts]))
             row["n_within_turns"] = sum(f["expert_steps"] <= cfg.eval.max_turns for f in facts)
+            row["n_text_free"] = sum(not f["needs_text"] for f in facts)
             row["subgoal_sr_at_reset"] = 100 * float(np.mean([f["subgoal_rate_at_reset"] for f in facts]))
         rows.append(row)
     return pd.DataFrame(rows)
