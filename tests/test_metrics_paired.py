@@ -87,6 +87,12 @@ def test_seed_spread_widens_the_interval() -> None:
     assert (d_spread.hi - d_spread.lo) > 2 * (one_seed.hi - one_seed.lo) / math.sqrt(3)
 
 
+def draw_outcomes(data, seeds: int, steps: int) -> np.ndarray:
+    """A hypothesis-drawn 0/1 outcome matrix of shape ``(seeds, steps)``."""
+    cells = st.lists(st.integers(0, 1), min_size=seeds * steps, max_size=seeds * steps)
+    return np.array(data.draw(cells), dtype=float).reshape(seeds, steps)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     seeds=st.integers(1, 3),
@@ -96,9 +102,7 @@ def test_seed_spread_widens_the_interval() -> None:
     data=st.data(),
 )
 def test_vectorised_equals_loop(seeds: int, steps: int, n_boot: int, seed: int, data) -> None:
-    cells = st.lists(st.integers(0, 1), min_size=seeds * steps, max_size=seeds * steps)
-    a = np.array(data.draw(cells), dtype=float).reshape(seeds, steps)
-    b = np.array(data.draw(cells), dtype=float).reshape(seeds, steps)
+    a, b = draw_outcomes(data, seeds, steps), draw_outcomes(data, seeds, steps)
     v = paired_difference(a, b, n_boot=n_boot, seed=seed)
     lp = paired_bootstrap_loop(a, b, n_boot=n_boot, seed=seed)
     assert v.diff == pytest.approx(lp.diff) and v.lo == pytest.approx(lp.lo) and v.hi == pytest.approx(lp.hi)
@@ -223,9 +227,7 @@ def test_seed_spread_is_calibrated_when_seeds_are_equally_good() -> None:
     data=st.data(),
 )
 def test_seed_spread_vectorised_equals_loop(seeds: int, steps: int, n_perm: int, seed: int, chunk: int, data) -> None:
-    m = np.array(
-        data.draw(st.lists(st.integers(0, 1), min_size=seeds * steps, max_size=seeds * steps)), dtype=float
-    ).reshape(seeds, steps)
+    m = draw_outcomes(data, seeds, steps)
     v = seed_spread_test(m, n_perm=n_perm, seed=seed, chunk=chunk)
     lp = seed_spread_loop(m, n_perm=n_perm, seed=seed)
     assert v.std == pytest.approx(lp.std) and v.null_mean == pytest.approx(lp.null_mean)
