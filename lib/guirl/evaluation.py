@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from guirl.actions.types import TEXT_TYPES, ActionType
 from guirl.config import Config
 from guirl.data.schema import Episode
 from guirl.data.splits import Split
@@ -477,8 +478,9 @@ def evaluate_online(
     return out
 
 
-#: Action types whose argument is text the agent must write (copied from the goal, or read off the screen).
-TEXT_ACTIONS = ("type", "answer")
+#: Action types whose argument is free text the agent must write (copied from the goal, or read off the
+#: screen): the actions kernel's TEXT_TYPES less ``open_app``, whose text is one of a few app names.
+TEXT_ACTIONS: frozenset[ActionType] = TEXT_TYPES - {ActionType.OPEN_APP}
 
 
 def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
@@ -515,7 +517,7 @@ def task_facts(task: Any, *, width: int, height: int) -> dict[str, float]:
     return {
         "expert_steps": len(steps),
         "subgoal_rate_at_reset": subgoal_rate(task, PhoneState.from_dict(task.initial_state)),
-        "needs_text": float(any(s.action.type.value in TEXT_ACTIONS for s in steps)),
+        "needs_text": float(any(s.action.type in TEXT_ACTIONS for s in steps)),
     }
 
 
