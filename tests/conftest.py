@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -134,3 +135,27 @@ def kill_after(cmd: list[str], marker: Path, timeout: float, what: str) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def stage_of(
+    cfg: Any,
+    name: str,
+    *,
+    data_dir: Path,
+    base_model: Path,
+    output_dir: Path,
+    entry: str | None = None,
+    **inputs: Path,
+) -> Any:
+    """A :class:`guirl.train.launch.Stage` from keywords (``entry`` default: the SFT entry; more
+    keywords are named inputs besides the data folder)."""
+    from guirl.train.launch import SFT_ENTRY, Stage
+
+    return Stage(
+        name=name,
+        entry=entry or SFT_ENTRY,
+        cfg=cfg,
+        inputs={"data": data_dir, **inputs},
+        base_model=base_model,
+        output_dir=output_dir,
+    )

@@ -6,11 +6,8 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 from PIL import Image
 
 from guirl.analysis import profiling as P
@@ -140,51 +137,6 @@ def test_memory_sees_torch_and_python_allocations() -> None:
     assert mem.peak_bytes >= mem.rss_bytes
     _, idle = P.measure_memory(lambda: None)
     assert idle.tracemalloc_bytes < 1_000_000  # and nothing is reported when nothing is allocated
-
-
-# ------------------------------------------------------------------------------------ cost fit
-@pytest.mark.parametrize(
-    "coef",
-    [
-        (0.05, 2e-4, 0.0),  # linear cost (matmuls only)
-        (0.05, 2e-4, 3e-8),  # plus an attention-like quadratic term
-        (0.0, 1e-3, 1e-7),  # no fixed overhead
-    ],
-)
-def test_quadratic_fit_recovers_known_coefficients(coef) -> None:
-    n = np.array([100, 300, 600, 1000, 1500, 2200, 3000], dtype=float)
-    rng = np.random.default_rng(0)
-    t = coef[0] + coef[1] * n + coef[2] * n**2
-    noisy = t * (1 + 1e-4 * rng.standard_normal(len(n)))
-    fits = P.fit_cost_models(n, noisy)
-    q = fits["quadratic"]
-    assert q.degree == 2 and q.name == "quadratic" and q.n_points == len(n)
-    assert q.coef[1] == pytest.approx(coef[1], rel=2e-2)
-    assert q.coef[2] == pytest.approx(coef[2], abs=2e-9)
-    assert q.r2 > 0.9999 and q.predict(1234.0) == pytest.approx(float(np.polyval(coef[::-1], 1234.0)), rel=1e-3)
-    if coef[2] == 0.0:  # the linear model fits linear data as well
-        assert fits["linear"].coef == pytest.approx(coef[:2], rel=2e-2, abs=1e-3)
-
-
-@given(
-    c0=st.floats(0.0, 1.0),
-    c1=st.floats(1e-5, 1e-2),
-    full=st.integers(200, 5000),
-    ratio=st.floats(0.1, 1.0),
-)
-def test_ceiling_is_the_cost_ratio_under_the_fit(c0: float, c1: float, full: int, ratio: float) -> None:
-    fit = P.CostFit(1, (c0, c1), 1.0, 2)
-    comp = full * ratio
-    assert P.ceiling_speedup(fit, full, comp) == pytest.approx((c0 + c1 * full) / (c0 + c1 * comp))
-    if c0 == 0.0:  # no overhead: the ceiling is the token ratio itself
-        assert P.ceiling_speedup(fit, full, comp) == pytest.approx(1 / ratio)
-
-
-def test_fit_refuses_too_few_points() -> None:
-    with pytest.raises(ValueError, match="at least 3 distinct token counts"):
-        P.fit_cost([100, 100, 200], [1.0, 1.1, 2.0], degree=2)
-    with pytest.raises(ValueError, match="equal length"):
-        P.fit_cost([1, 2, 3], [1.0, 2.0])
 
 
 # ------------------------------------------------------------------------------------ model steps

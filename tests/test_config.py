@@ -229,30 +229,22 @@ ERROR_CASES = {
     "executor beside a Low main agent": lambda tmp: (
         dict(profile="tiny", overrides=["sft.use_step_instruction=true"]),
         "override sft.use_step_instruction=true",
-        "sft.low_level_executor",
+        "sft.executor",
         "set use_step_instruction: false",
     ),
-    # a step count for a Low-level executor that is not trained
-    "executor steps without an executor": lambda tmp: (
-        dict(profile="tiny", overrides=["sft.low_level_executor=false", "sft.low_level_max_steps=100"]),
-        "override sft.low_level_max_steps=100",
-        "sft.low_level_max_steps",
-        "set low_level_executor: true or low_level_max_steps: null",
+    # a typo inside the executor's own section
+    "executor key typo": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.executor.max_step=100"]),
+        "override sft.executor.max_step=100",
+        "sft.executor.max_step",
+        "did you mean 'sft.executor.max_steps'?",
     ),
-    # a batch size and a schedule for a Low-level executor that is not trained: one error names both
-    "executor recipe without an executor": lambda tmp: (
-        dict(
-            profile="tiny",
-            overrides=[
-                "sft.low_level_executor=false",
-                "sft.low_level_max_steps=null",  # tiny sets the executor's length; clear it
-                "sft.low_level_lr_scheduler_type=cosine",
-                "sft.low_level_batch_size=4",  # last: a cross-key error names the last override
-            ],
-        ),
-        "override sft.low_level_batch_size=4",
-        "sft.low_level_batch_size",
-        "set low_level_executor: true or low_level_batch_size: null, low_level_lr_scheduler_type: null",
+    # a bad value of the executor's recipe names the nested key
+    "executor learning rate": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.executor.learning_rate=0"]),
+        "override sft.executor.learning_rate=0",
+        "sft.executor.learning_rate",
+        "set sft.executor.learning_rate to",
     ),
     # training stages side by side on a GPU (they would share it and the rendezvous port)
     "parallel stages on cuda": lambda tmp: (
@@ -372,7 +364,13 @@ def test_to_flat_has_dotted_keys_for_every_field() -> None:
     }
     for section in sections:
         fields = Config.model_fields[section].annotation.model_fields
-        assert {f"{section}.{f}" for f in fields} <= set(flat)
+        # a nested section (sft.executor) flattens to its own dotted keys
+        keys = {
+            k if k in flat else next(x for x in flat if x.startswith(k + "."))
+            for k in (f"{section}.{f}" for f in fields)
+        }
+        assert keys <= set(flat)
+    assert flat["sft.executor.max_steps"] == 280
 
 
 def test_assignment_is_validated() -> None:
@@ -427,7 +425,7 @@ def _registries() -> dict[str, tuple[str, ...]]:
         "data_source": ("minigui", *LOADERS),
         "method": tuple(guirl.methods.names()),
         "reward": tuple(guirl.methods.reward_names()),
-        "rl_method": ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None)),
+        "rl_role": tuple(guirl.methods.role_names()),
         "prompt": tuple(system_prompt_names()),
     }
 
@@ -474,7 +472,7 @@ def test_schema_marks_the_registry_keys() -> None:
         "sft.output_format": "format",
         "eval.protocol": "protocol",
         "rl.reward": "reward",
-        "rl.method": "rl_method",
+        "rl.role": "rl_role",
         "sft.system_prompt": "prompt",
     }
 
@@ -613,7 +611,7 @@ def test_bad_method_sections_are_rejected(section, match: str) -> None:
 
     method = guirl.methods.get("ccpo")
     if section == "eval":
-        method = dataclasses.replace(method, name="eval", config_section=Section)
+        method = dataclasses.replace(method, name="eval", config_section=Section, hooks={})
     else:
         method = dataclasses.replace(method, config_section=section)
     with pytest.raises(TypeError, match=match):
@@ -846,3 +844,47 @@ def test_load_run_config_loads_exactly_the_given_file(tmp_path: Path) -> None:
 def test_eval_test_steps_cap(overrides: list[str], main: int | None, study: int | None) -> None:
     e = load_config("tiny", overrides=overrides).eval
     assert (e.test_steps(), e.test_steps(study=True)) == (main, study)
+
+
+# ----------------------------------------------------------------------------- Config.replace
+@pytest.mark.parametrize(
+    ("updates", "check"),
+    [
+        ({"sft.learning_rate": 1e-4}, lambda c: c.sft.learning_rate == 1e-4),
+        ({"seed": 3, "rl.role": "ccpo"}, lambda c: (c.seed, c.rl.role) == (3, "ccpo")),
+        # a method section the profile leaves out is created with its defaults
+        ({"coepg.n_runs": 2}, lambda c: c.coepg is not None and c.coepg.n_runs == 2),
+        # None clears an optional section; a mapping merges into it, as an override does
+        ({"sft.executor": None}, lambda c: c.sft.executor is None),
+        (
+            {"sft.executor": {"max_steps": 7}},
+            lambda c: (c.sft.executor.max_steps, c.sft.executor.learning_rate) == (7, 2e-3),  # merged, as an override
+        ),
+    ],
+)
+def test_replace_derives_a_validated_config(updates, check) -> None:
+    cfg = load_config("tiny")
+    out = cfg.replace(updates)
+    assert check(out)
+    assert cfg == load_config("tiny")  # the original is untouched
+    unchanged = {k for k in cfg.to_flat() if k.split(".")[0] not in {u.split(".")[0] for u in updates}}
+    assert all(out.to_flat().get(k) == cfg.to_flat()[k] for k in unchanged)
+
+
+@pytest.mark.parametrize(
+    ("updates", "message"),
+    [
+        (
+            {"sft.learnin_rate": 1.0},
+            "replace sft.learnin_rate=1.0: sft.learnin_rate: unknown key; did you mean 'sft.learning_rate'?",
+        ),
+        ({"rl.role": "ccpoo"}, "replace rl.role=ccpoo: rl.role: 'ccpoo' is not registered; did you mean 'ccpo'?"),
+        ({"sft.learning_rate": -1}, "replace sft.learning_rate=-1: sft.learning_rate: wrong type or value"),
+        ({"profile": "paper-3b"}, "replace: profile: the profile cannot be replaced"),
+        ({"sft..lr": 1}, "replace: sft..lr: not a dotted key"),
+    ],
+)
+def test_replace_refuses_bad_keys_and_values_in_one_line(updates, message) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny").replace(updates)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)

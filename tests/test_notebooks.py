@@ -254,7 +254,7 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.workflow import sft_agents
+    from guirl.studies.shared.agents import sft_agents
 
     cfg = check_saved_config_is_the_one_used(out)
     agents = sft_agents(cfg)
@@ -319,7 +319,7 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.ccpo_study import ablation_runs, main_runs
+    from guirl.studies.ccpo_rl import ablation_runs, main_runs
 
     cfg = check_saved_config_is_the_one_used(out)
     n_main, n_ab, histories, splits = len(main_runs(cfg)), len(ablation_runs(cfg)), len(cfg.eval.histories), 3
@@ -431,7 +431,7 @@ def check_05_efficiency_profiling(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.sft_study import other_goal, train_seeds
+    from guirl.studies.seed_study import other_goal, train_seeds
 
     cfg = check_saved_config_is_the_one_used(out)
     seeds = train_seeds(cfg)

@@ -20,9 +20,9 @@ from guirl.prompts import (
     build_prompt,
     episode_step_prompt,
     format_context,
+    prompt_spec,
     system_text,
 )
-from guirl.train.sft import prompt_spec
 
 MIN_PX, MAX_PX = 3136, 141120  # the tiny profile's pixel budget (configs/profiles/tiny.yaml)
 RES = (252, 560)  # a resized screen (width, height) for prompts that state it (Qwen2.5-VL mobile_use)

@@ -20,11 +20,11 @@ from guirl.prompts import (
     build_prompt,
     get_prompt,
     prompt_names,
+    prompt_spec,
     prompt_text,
     render,
     system_text,
 )
-from guirl.train.sft import prompt_spec
 
 # a 1080x2400 screenshot at the paper profiles' pixel budget (CCPO: 12,845,056 px)
 CTX = FormatContext(width=1080, height=2400, min_pixels=3136, max_pixels=12845056)

@@ -352,16 +352,16 @@ def test_advantage_hook_reads_the_section():
 
 # ----------------------------------------------------------------------------- config
 def test_config_section_defaults_and_bounds():
-    cfg = load_config("tiny", overrides=["rl.method=semi_online"])
-    assert cfg.rl.method == "semi_online"
+    cfg = load_config("tiny", overrides=["rl.role=semi_online"])
+    assert cfg.rl.role == "semi_online"
     so = SemiOnlineConfig()  # CCPO Table 8 (AndroidControl column)
     assert (so.gamma, so.patch_threshold, so.advantage_weight) == (0.5, 1, 1.0)
     from guirl.config import ConfigError
 
     with pytest.raises(ConfigError, match="semi_online.gamma"):
         load_config("tiny", overrides=["semi_online.gamma=1.5"])
-    with pytest.raises(ConfigError, match="rl.method"):
-        load_config("tiny", overrides=["rl.method=agentcpm"])  # a method without RL hooks
+    with pytest.raises(ConfigError, match="rl.role"):
+        load_config("tiny", overrides=["rl.role=agentcpm"])  # a method without an RL role
 
 
 @pytest.mark.parametrize(
@@ -394,7 +394,7 @@ def _toy_hooks(folder: Path, sign: float):
     """A two-step recorded episode; an even first token earns 1, an odd one 0 at every step; every
     step "matches" (no patching), so trajectories run to the end. The advantage is SO-RL's
     (discounted step returns, step- and episode-level groups), times ``sign``."""
-    from guirl.train.rl import RLHooks
+    from guirl.rl.hooks import RLHooks
 
     ep = make_episode(folder, _actions()[:2])
     spec = PromptSpec("ccpo", 1, "nAO")
@@ -477,7 +477,8 @@ def test_engine_keeps_the_top_groups_by_dapo_std_across_draws(tmp_path):
     step-0 return spread are kept (``select``), not the first ones."""
     from accelerate import Accelerator
 
-    from guirl.train.rl import RLHooks, _Engine
+    from guirl.rl.hooks import RLHooks
+    from guirl.train.rl import _Engine
 
     ep = make_episode(tmp_path, _actions()[:1])  # one step per trajectory
     spec = PromptSpec("ccpo", 1, "nAO")

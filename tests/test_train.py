@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_after
+from conftest import kill_after, stage_of
 from guirl.config import load_config
 from guirl.train.launch import FINGERPRINT_FILE, TrainingFailed, prepare_stage, run_stage
 from guirl.train.sft import RESULT_FILE, training_args
@@ -42,7 +42,9 @@ CPU_DRY_RUN = [
 def test_paper_profile_dry_run_goes_through_accelerate_launch(tiny_model, minigui, tmp_path):
     cfg = load_config("paper-3b", overrides=[f"model.path={tiny_model}", *CPU_DRY_RUN])
     assert not cfg.grounding.enabled  # paper profiles skip grounding pre-training
-    result = run_stage(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "sft", echo=False)
+    result = run_stage(
+        stage_of(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "sft"), echo=False
+    )
     assert result["global_step"] == 2
     assert result["adapter"] is True
     final = Path(result["final"])
@@ -60,9 +62,9 @@ def test_paper_profile_dry_run_goes_through_accelerate_launch(tiny_model, minigu
 def test_finished_stage_is_not_run_again(tiny_model, minigui, tmp_path):
     cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
     out = tmp_path / "g"
-    first = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    first = run_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     mtime = (out / RESULT_FILE).stat().st_mtime
-    second = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    second = run_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     assert second == first and (out / RESULT_FILE).stat().st_mtime == mtime
 
 
@@ -70,10 +72,10 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
     cfg = load_config("tiny", overrides=["grounding.max_steps=6", "sft.save_steps=2"])
     out = tmp_path / "g"
     # start the stage the way run_stage does, then kill it midway
-    cmd = prepare_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    cmd = prepare_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     kill_after(cmd, out / "checkpoint-2" / "trainer_state.json", 300, "first checkpoint")
     assert not (out / RESULT_FILE).exists()  # killed midway: not finished
-    result = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    result = run_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     assert result["resumed_from"] is not None
     assert Path(result["resumed_from"]).name in {"checkpoint-2", "checkpoint-4"}
     assert result["global_step"] == 6
@@ -84,13 +86,16 @@ def test_changed_config_never_reuses_a_finished_stage(tiny_model, minigui, tmp_p
     # (or any other non-eval key) retrains from scratch, while an eval-only change reuses it.
     out = tmp_path / "g"
     cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
-    first = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    first = run_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     eval_only = load_config("tiny", overrides=["grounding.max_steps=1", "eval.batch_size=3"])
     assert (
-        run_stage(eval_only, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False) == first
+        run_stage(stage_of(eval_only, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
+        == first
     )
     changed = load_config("tiny", overrides=["grounding.max_steps=2"])
-    second = run_stage(changed, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
+    second = run_stage(
+        stage_of(changed, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False
+    )
     assert second["global_step"] == 2 and first["global_step"] == 1
     saved = json.loads((out / FINGERPRINT_FILE).read_text())
     assert saved["config"]["grounding"]["max_steps"] == 2
@@ -100,11 +105,7 @@ def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
     cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
     with pytest.raises(TrainingFailed, match="grounding_train.jsonl"):
         run_stage(
-            cfg,
-            "grounding",
-            data_dir=tmp_path / "no-data",
-            base_model=tiny_model,
-            output_dir=tmp_path / "g",
+            stage_of(cfg, "grounding", data_dir=tmp_path / "no-data", base_model=tiny_model, output_dir=tmp_path / "g"),
             echo=False,
         )
 
@@ -144,7 +145,9 @@ def test_tiny_profile_sft_trains_all_parameters(tiny_model, minigui, tmp_path):
     # lora.enabled: false (tiny profile): the saved result is a full model, not an adapter
     cfg = load_config("tiny", overrides=["sft.max_steps=1", "sft.per_device_batch_size=2"])
     assert not cfg.lora.enabled
-    result = run_stage(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "sft", echo=False)
+    result = run_stage(
+        stage_of(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "sft"), echo=False
+    )
     final = Path(result["final"])
     assert result["adapter"] is False
     assert (final / "config.json").is_file() and not (final / "adapter_config.json").exists()
@@ -182,7 +185,9 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
-    out = run_stage(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out", echo=False)
+    out = run_stage(
+        stage_of(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out"), echo=False
+    )
     assert out == {"global_step": 1}
     assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7")
 
@@ -209,18 +214,22 @@ def test_stage_env_shares_the_cores(threads, parallel, cores, env, monkeypatch):
 def test_fingerprint_ignores_scheduling(tmp_path):
     from guirl.train.launch import stage_fingerprint
 
+    def fp(cfg, **inputs):
+        return stage_fingerprint(
+            stage_of(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "o", entry="e", **inputs)
+        )
+
     one, two = (load_config("tiny", overrides=[f"runtime.parallel_stages={n}"]) for n in (1, 2))
-    assert stage_fingerprint(one, "sft", "e", tmp_path, tmp_path) == stage_fingerprint(
-        two, "sft", "e", tmp_path, tmp_path
-    )
+    assert fp(one) == fp(two)
     keep_all = load_config("tiny", overrides=["sft.save_total_limit=null"])  # what is kept on disk: not in it either
-    assert stage_fingerprint(keep_all, "sft", "e", tmp_path, tmp_path) == stage_fingerprint(
-        one, "sft", "e", tmp_path, tmp_path
-    )
-    threads = load_config("tiny", overrides=["runtime.threads=1"])  # threads stay in it (issue 10's perturbation runs)
-    assert stage_fingerprint(threads, "sft", "e", tmp_path, tmp_path) != stage_fingerprint(
-        one, "sft", "e", tmp_path, tmp_path
-    )
+    assert fp(keep_all) == fp(one)
+    threads = load_config("tiny", overrides=["runtime.threads=1"])  # threads stay in it (float-order perturbations)
+    assert fp(threads) != fp(one)
+    # every named input is part of what the stage depends on
+    (tmp_path / "x").mkdir()
+    assert fp(one, executor=tmp_path / "x") != fp(one) and fp(one, executor=tmp_path / "x")["inputs"] == {
+        "executor": str((tmp_path / "x").resolve())
+    }
 
 
 seen_group: dict[str, object] = {}
@@ -272,8 +281,7 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
 def jobs_for(tmp_path, names, cfg=None):
     cfg = cfg or load_config("tiny")
     return [
-        dict(cfg=cfg, stage="sft", data_dir=tmp_path, base_model=tmp_path / "base", output_dir=tmp_path / n)
-        for n in names
+        stage_of(cfg, "sft", data_dir=tmp_path, base_model=tmp_path / "base", output_dir=tmp_path / n) for n in names
     ]
 
 
@@ -332,17 +340,31 @@ def test_run_stages_raises_after_every_stage_ended(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("names", "base", "match"),
     [
-        (["a", "a"], "base", "same output folder"),  # two jobs, one folder
-        (["a", "b"], "a/final", "starts from another job's output"),  # b would need a's result
+        (["a", "a"], "base", "same output folder"),  # two stages, one folder
+        (["a", "b"], "a/final", "reads another stage's output"),  # b would need a's result
     ],
 )
 def test_run_stages_rejects_jobs_that_collide(tmp_path, names, base, match):
+    import dataclasses
+
     from guirl.train.launch import run_stages
 
     jobs = jobs_for(tmp_path, names)
-    jobs[1]["base_model"] = tmp_path / base
+    jobs[1] = dataclasses.replace(jobs[1], base_model=tmp_path / base)
     with pytest.raises(ValueError, match=match):
         run_stages(jobs, parallel=2)
+
+
+def test_run_stages_in_order_may_chain(tmp_path, monkeypatch):
+    # one after the other, a later stage may start from an earlier one's output (Co-EPG / CES schedules)
+    import dataclasses
+
+    from guirl.train.launch import run_stages
+
+    fake_popen(monkeypatch, tmp_path)
+    jobs = jobs_for(tmp_path, ["a", "b"])
+    jobs[1] = dataclasses.replace(jobs[1], base_model=tmp_path / "a" / "final")
+    assert run_stages(jobs, parallel=1) == [{"folder": "a"}, {"folder": "b"}]
 
 
 def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_path):
@@ -354,8 +376,8 @@ def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_p
 
     def trained(folder: str, parallel: int) -> tuple[list[bytes], list]:
         jobs = [
-            dict(
-                cfg=load_config(
+            stage_of(
+                load_config(
                     "tiny",
                     overrides=[
                         f"sft.max_steps={steps}",
@@ -363,15 +385,14 @@ def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_p
                         f"runtime.parallel_stages={parallel}",
                     ],
                 ),
-                stage="sft",
+                "sft",
                 data_dir=minigui,
                 base_model=tiny_model,
                 output_dir=tmp_path / folder / n,
-                echo=False,
             )
             for n, steps in (("x", 1), ("y", 16))
         ]
-        results = run_stages(jobs, parallel=parallel)
+        results = run_stages(jobs, parallel=parallel, echo=False)
         return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results], results[1]["thread_switches"]
 
     side, switches = trained("side_by_side", 2)
@@ -402,7 +423,8 @@ def test_launched_stage_reads_the_deepspeed_file_from_any_directory(overlays, ds
         "import json, os\nprint('PROBE', json.dumps(os.environ.get('ACCELERATE_DEEPSPEED_CONFIG_FILE')))\n"
     )
     cfg = load_config("tiny", overlays=overlays)
-    cmd = accelerate_command(cfg, tmp_path / "c.yaml", "s", tmp_path, tmp_path, tmp_path, entry="probe_entry")
+    stage = stage_of(cfg, "s", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path, entry="probe_entry")
+    cmd = accelerate_command(stage, tmp_path / "c.yaml")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{repo_root() / 'lib'}")
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import kill_after
+from conftest import kill_after, stage_of
 from guirl.config import load_config
 from guirl.methods import get_reward
 from guirl.rewards.base import RewardResult
+from guirl.rl.hooks import RLHooks, StepTask, single_turn_rollout, step_tasks
 from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
 from guirl.rollout import FunctionPolicy, HFPolicy
 from guirl.train.rl import (
@@ -23,12 +24,8 @@ from guirl.train.rl import (
     LOG_FILE,
     RESULT_FILE,
     RL_ENTRY,
-    RLHooks,
-    StepTask,
     last_checkpoint,
     read_log,
-    single_turn_rollout,
-    step_tasks,
     train_rl,
 )
 
@@ -373,8 +370,10 @@ def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profil
 
     cfg = load_config(profile, overrides=[f"model.path={tiny_model}", *overrides, "rl.max_steps=2", "rl.save_steps=2"])
     out = tmp_path / "grpo"
-    result = run_stage(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False)
-    assert result["global_step"] == 2 and result["stage"] == "grpo" and result["method"] == "grpo"
+    result = run_stage(
+        stage_of(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY), echo=False
+    )
+    assert result["global_step"] == 2 and result["stage"] == "grpo" and result["role"] == "grpo"
     assert result["adapter"] is adapter
     final = out / FINAL_DIR
     assert (final / ("adapter_config.json" if adapter else "config.json")).is_file()
@@ -402,18 +401,21 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
     cfg = load_config("tiny", overrides=[*STAGE, "rl.max_steps=4", "rl.save_steps=1", "rl.save_total_limit=5"])
     # reference: uninterrupted
     ref = run_stage(
-        cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "ref", entry=RL_ENTRY, echo=False
+        stage_of(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "ref", entry=RL_ENTRY),
+        echo=False,
     )
     # killed after its step-2 checkpoint, then resumed by calling run_stage again
     out = tmp_path / "killed"
     cmd = prepare_stage(
-        cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False
+        stage_of(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY), echo=False
     )
     kill_after(cmd, out / "checkpoint-2" / "engine.json", 600, "step-2 checkpoint")
     assert not (out / RESULT_FILE).exists()
     killed_at = int(last_checkpoint(out).name.removeprefix("checkpoint-"))
     assert killed_at in (2, 3)
-    result = run_stage(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY, echo=False)
+    result = run_stage(
+        stage_of(cfg, "grpo", data_dir=minigui, base_model=tiny_model, output_dir=out, entry=RL_ENTRY), echo=False
+    )
     assert result["first_step"] == killed_at and result["global_step"] == 4
     assert Path(result["resumed_from"]).name == f"checkpoint-{killed_at}"
     rows, ref_rows = read_log(out / LOG_FILE), read_log(tmp_path / "ref" / LOG_FILE)
@@ -435,8 +437,8 @@ def test_killed_rl_stage_resumes_at_the_right_step_with_the_same_state(tiny_mode
 def test_step_tasks_rows_feed_the_reward(minigui):
     from guirl.data.splits import load_splits
     from guirl.prompts import PromptSpec
+    from guirl.rl.hooks import format_reward_hook
     from guirl.rl.samples import Sample
-    from guirl.train.rl import format_reward_hook
 
     train = load_splits(minigui)["train"]
     specs = [PromptSpec("ccpo", 1, "nAO"), PromptSpec("ccpo", 3, "nAO")]
@@ -476,7 +478,8 @@ from guirl.prompts import PromptSpec, build_prompt
 from guirl.rewards.base import RewardResult
 from guirl.rl.samples import TaskStream, group_advantage_hook
 from guirl.rollout import Completion
-from guirl.train.rl import RLHooks, StepTask, single_turn_rollout, train_rl
+from guirl.rl.hooks import RLHooks, StepTask, single_turn_rollout
+from guirl.train.rl import train_rl
 
 
 class Scripted:

@@ -39,7 +39,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
@@ -52,6 +52,7 @@ from guirl.rl.config import RLConfig
 __all__ = [
     "ConfigError",
     "Config",
+    "ExecutorConfig",
     "BaseConfig",
     "ModelConfig",
     "DataConfig",
@@ -90,7 +91,7 @@ _REGISTRY_LABELS = {
     "data_source": "data sources (minigui and the loaders of guirl.data.loaders)",
     "method": "methods (guirl.methods)",
     "reward": "rewards (guirl.methods.reward_names())",
-    "rl_method": "RL methods (grpo and the methods of guirl.methods with rl_hooks)",
+    "rl_role": "RL roles (guirl.methods.role_names(): grpo and every role of a method's Method.hooks)",
     "prompt": "system prompts (guirl.prompts.system_prompt_names())",
 }
 
@@ -100,8 +101,7 @@ def registry_names(kind: str) -> tuple[str, ...]:
     in registry order: ``format`` -> ``FORMAT_NAMES``, ``protocol`` -> the keys of
     ``guirl.metrics.protocols.PROTOCOLS``, ``data_source`` -> ``minigui`` (generated) and the
     keys of ``guirl.data.loaders.LOADERS``, ``method`` -> ``guirl.methods.names()``, ``reward``
-    -> ``guirl.methods.reward_names()``, ``rl_method`` -> ``grpo`` and the methods whose record
-    sets ``rl_hooks``."""
+    -> ``guirl.methods.reward_names()``, ``rl_role`` -> ``guirl.methods.role_names()``."""
     if kind == "format":
         from guirl.actions.formats import FORMAT_NAMES
 
@@ -122,10 +122,10 @@ def registry_names(kind: str) -> tuple[str, ...]:
         import guirl.methods
 
         return tuple(guirl.methods.reward_names())
-    if kind == "rl_method":
+    if kind == "rl_role":
         import guirl.methods
 
-        return ("grpo", *(m.name for m in guirl.methods.all_methods() if m.rl_hooks is not None))
+        return tuple(guirl.methods.role_names())
     if kind == "prompt":
         from guirl.prompts import system_prompt_names
 
@@ -348,13 +348,24 @@ class GroundingConfig(_Section):
     per_device_batch_size: int = Field(ge=1)
 
 
-#: The Low-level executor's own ``sft`` keys: the key of the main agent's value each one replaces.
-EXECUTOR_KEYS = {
-    "low_level_max_steps": "max_steps",
-    "low_level_batch_size": "per_device_batch_size",
-    "low_level_lr_scheduler_type": "lr_scheduler_type",
-    "low_level_learning_rate": "learning_rate",
-}
+LR_SCHEDULERS = ("cosine", "linear", "constant_with_warmup")
+
+
+class ExecutorConfig(_Section):
+    """The Low-level executor that notebook 01 trains beside the main agent (goal + the step's
+    low-level instruction: CES's frozen executor, AgentCPM-GUI's AC-Low setting), and its own
+    recipe: each key that is set replaces the main agent's ``sft`` key of the same name for the
+    executor (``null``: the main agent's value). ``sft.executor: {}`` trains it with the main
+    agent's recipe; ``sft.executor: null`` trains no executor."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    per_device_batch_size: int | None = Field(default=None, ge=1)
+    lr_scheduler_type: Literal[LR_SCHEDULERS] | None = None  # type: ignore[valid-type]
+    learning_rate: float | None = Field(default=None, gt=0)
+
+    def updates(self) -> dict[str, Any]:
+        """``{"sft.<key>": value}`` for every key that is set: what the executor's config replaces."""
+        return {f"sft.{k}": v for k, v in self.model_dump().items() if v is not None}
 
 
 class SFTConfig(_Section):
@@ -365,19 +376,14 @@ class SFTConfig(_Section):
     Table 2. ``use_step_instruction``: add the step's low-level instruction to the prompt (the
     AndroidControl "Low" setting; online play never has it): it sets the level of the agent that
     notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
-    ``low_level_executor``: 01 also trains a second agent, with the step instruction, in
-    ``01_sft/sft_low`` (CES's executor, AgentCPM-GUI's AC-Low evaluation); it needs
-    ``use_step_instruction: false``; ``low_level_max_steps`` / ``low_level_batch_size`` /
-    ``low_level_lr_scheduler_type`` / ``low_level_learning_rate``: that executor's ``max_steps`` /
-    ``per_device_batch_size`` / ``lr_scheduler_type`` / peak ``learning_rate`` (``null``: the same as
-    the main agent's; :data:`EXECUTOR_KEYS`).
+    ``executor``: 01 also trains a second agent, with the step instruction, in ``01_sft/sft_low``
+    (:class:`ExecutorConfig`, its own recipe; ``null``: none); it needs
+    ``use_step_instruction: false``.
     ``system_prompt``: a registered prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use
     (``null``: the output format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
-    learning curve, :func:`guirl.sft_study.checkpoint_curve`); it changes no trained weight, so it
+    learning curve, :func:`guirl.studies.sft.checkpoint_curve`); it changes no trained weight, so it
     is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
-
-    EXECUTOR_KEYS: ClassVar[dict[str, str]] = EXECUTOR_KEYS  # for modules that may not import guirl.config
 
     learning_rate: float = Field(gt=0)
     epochs: float = Field(gt=0)
@@ -389,29 +395,17 @@ class SFTConfig(_Section):
     save_total_limit: int | None = Field(default=2, ge=1)  # checkpoints kept on disk; null keeps every one
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
-    low_level_executor: bool = False
-    low_level_max_steps: int | None = Field(default=None, ge=1)
-    low_level_batch_size: int | None = Field(default=None, ge=1)
-    low_level_lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] | None = None
-    low_level_learning_rate: float | None = Field(default=None, gt=0)
-    lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"]
+    executor: ExecutorConfig | None = None  # null: 01 trains no Low-level executor
+    lr_scheduler_type: Literal[LR_SCHEDULERS]  # type: ignore[valid-type]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
 
     @model_validator(mode="after")
     def _prompt_fits_format(self) -> SFTConfig:
-        if self.low_level_executor and self.use_step_instruction:
+        if self.executor is not None and self.use_step_instruction:
             raise ValueError(
-                "low_level_executor: the main agent already has the step instruction (use_step_instruction: true) "
-                "-- set use_step_instruction: false (goal-only main agent) or low_level_executor: false"
-            )
-        stray = [key for key in EXECUTOR_KEYS if getattr(self, key) is not None]
-        if stray and not self.low_level_executor:
-            key = stray[0]
-            raise ValueError(
-                f"{key}: {getattr(self, key)} sets the {EXECUTOR_KEYS[key]} of the Low-level executor, but "
-                "low_level_executor is false -- set low_level_executor: true or "
-                + ", ".join(f"{k}: null" for k in stray)
+                "executor: the main agent already has the step instruction (use_step_instruction: true) "
+                "-- set use_step_instruction: false (goal-only main agent) or executor: null"
             )
         if self.system_prompt is not None:
             from guirl.prompts import get_prompt
@@ -452,7 +446,7 @@ class EvalConfig(_Section):
     n_train_seeds: int = Field(default=1, ge=1)  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
     # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
     # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
-    # pretrained checkpoint (guirl.sft_study.seed_start). The same for paper profiles (no grounding, a fixed base)
+    # pretrained checkpoint (guirl.studies.seed_study.seed_start). The same for paper profiles (no grounding, a fixed base)
     train_seed_scope: Literal["all", "sft"] = "all"
     bootstrap_samples: int = Field(ge=1)
     max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
@@ -533,6 +527,30 @@ class BaseConfig(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible nested dict (sections in declaration order)."""
         return self.model_dump(mode="json")
+
+    def replace(self, updates: Mapping[str, Any]) -> Self:
+        """A copy with the dotted keys of ``updates`` replaced (``{"rl.role": "ccpo", "seed": 1}``),
+        validated like a yaml file: the only way studies derive a stage's or a seed's config.
+
+        A key of a method section that is not set creates the section (its other keys take their
+        defaults); ``None`` clears an optional section (``{"sft.executor": None}``) and a mapping
+        merges into one, as an override does.
+        A bad key or value raises :class:`ConfigError` naming ``replace KEY=VALUE`` and the fix;
+        the config itself never changes."""
+        if isinstance(updates, str) or not isinstance(updates, Mapping):
+            raise TypeError(f"Config.replace takes a mapping of dotted keys to values, got {type(updates).__name__}")
+        data = self.to_dict()
+        provenance = {key: "the config being replaced" for key in flatten(data)}
+        for key, value in updates.items():
+            if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+                raise ConfigError("replace", str(key), "not a dotted key", "write it as e.g. sft.learning_rate")
+            if key == "profile":
+                raise ConfigError("replace", key, "the profile cannot be replaced", "load another profile instead")
+            _merge(data, _nest(key, value), f"replace {format_override(key, value)}", provenance)
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as err:
+            raise _to_config_error(err, provenance, "replace", type(self)) from None
 
     def to_flat(self) -> dict[str, Any]:
         """``{"seed": 0, "model.path": "tiny", "sft.learning_rate": 0.001, ...}``."""

@@ -27,9 +27,9 @@ __all__ = ["Section", "Registered", "REGISTRY_KINDS"]
 #: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
 #: (``guirl.metrics.protocols.PROTOCOLS``), ``data_source`` (``minigui`` and the loaders of
 #: ``guirl.data.loaders.LOADERS``), ``method`` (``guirl.methods.names()``), ``reward``
-#: (``guirl.methods.reward_names()``), ``rl_method`` (``grpo`` and every method whose record
-#: sets ``rl_hooks``) and ``prompt`` (``guirl.prompts.system_prompt_names()``).
-REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method", "reward", "rl_method", "prompt")
+#: (``guirl.methods.reward_names()``), ``rl_role`` (``guirl.methods.role_names()``: ``grpo`` and every
+#: role of a method's ``Method.hooks``) and ``prompt`` (``guirl.prompts.system_prompt_names()``).
+REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method", "reward", "rl_role", "prompt")
 
 
 class Section(BaseModel):

@@ -333,6 +333,22 @@ class PromptSpec:
         return f"{self.n_history}{'AO' if self.history_mode == 'nAO' else 'A'}"
 
 
+def prompt_spec(cfg: Any, tag: str) -> PromptSpec:
+    """The :class:`PromptSpec` a run config trains and evaluates with at history setting ``tag``
+    (``"3AO"``: three previous actions with their screenshots, ``"1A"``: one, as text):
+    ``sft.output_format``, ``sft.use_step_instruction`` and ``sft.system_prompt`` of ``cfg``
+    (read as attributes; any object with an ``sft`` section of those fields works)."""
+    if not re.fullmatch(r"[0-5](A|AO)", tag):
+        raise ValueError(f"{tag!r} is not a history setting; use e.g. 1AO, 3AO or 2A")
+    return PromptSpec(
+        output_format=cfg.sft.output_format,
+        n_history=int(tag[0]),
+        history_mode="nAO" if tag.endswith("AO") else "nA",
+        use_step_instruction=cfg.sft.use_step_instruction,
+        system_prompt=cfg.sft.system_prompt,
+    )
+
+
 def system_text(spec: PromptSpec, resolution: tuple[int, int] | None = None) -> str:
     """The system prompt of ``spec``, its placeholders filled: ``resolution`` = ``(width,
     height)`` of the image the model sees (required by prompts that state it, such as the

@@ -1,4 +1,4 @@
-"""Measured cost of a Qwen2.5-VL step: wall time, peak memory, counted FLOPs, a fitted cost model.
+"""Measured cost of a Qwen2.5-VL step: wall time, peak memory, counted FLOPs.
 
 Used to check CCPO's efficiency claims (CCPO Tables 4, 6, 12-15: fewer tokens, fewer TFLOPs,
 faster training steps) by measurement, beside the analytic estimate of
@@ -22,11 +22,7 @@ Units and conventions
   negative mean log-probability (:func:`guirl.rl.logprobs.completion_logprobs`, the logits of the
   last ``C + 1`` positions only, as the RL engine computes them). No optimizer update.
 
-The cost model (:func:`fit_cost`) is ordinary least squares of step seconds on prompt tokens,
-``t(n) = c0 + c1 n`` (linear) or ``t(n) = c0 + c1 n + c2 n^2`` (quadratic: the attention
-term). :func:`ceiling_speedup` is the speedup a token ratio alone predicts under a fitted model,
-``t(n_full) / t(n_compressed)``: a measured speedup above it means something other than token
-count changed.
+The measured steps feed the one cost model of the repository (:mod:`guirl.analysis.cost`).
 """
 
 from __future__ import annotations
@@ -71,10 +67,6 @@ __all__ = [
     "time_interleaved",
     "GenerationLatency",
     "generation_latency",
-    "CostFit",
-    "fit_cost",
-    "fit_cost_models",
-    "ceiling_speedup",
     "random_model",
 ]
 
@@ -530,7 +522,7 @@ def profile_sweep(
 ) -> list[dict[str, Any]]:
     """:func:`profile_step` on each named batch (e.g. ``{"1AO full": ..., "1AO CASC": ...}``),
     with a progress bar; one row per batch: ``{"setting": name, **StepProfile.summary()}``. Feed
-    ``prompt_tokens`` and ``median_s`` to :func:`fit_cost_models`.
+    ``prompt_tokens`` and ``median_s`` to :func:`guirl.analysis.cost.fit_cost_models`.
 
     ``interleave=True`` times the batches round-robin (:func:`time_interleaved`: repeat ``r`` of
     every batch before repeat ``r + 1`` of any), so a burst of load from other processes on a
@@ -640,68 +632,6 @@ def generation_latency(
     first = time_callable(gen(1), warmup=warmup, repeats=repeats, device=device)
     full = time_callable(gen(new_tokens), warmup=warmup, repeats=repeats, device=device)
     return GenerationLatency(first, full, new_tokens)
-
-
-# --------------------------------------------------------------------------- cost model
-@dataclass(frozen=True)
-class CostFit:
-    """Least-squares fit ``t(n) = sum_k coef[k] n^k`` of seconds on tokens.
-
-    ``degree`` 1 (linear) or 2 (quadratic); ``r2``: coefficient of determination on the data;
-    ``n_points``: points fitted.
-    """
-
-    degree: int
-    coef: tuple[float, ...]
-    r2: float
-    n_points: int
-
-    def predict(self, tokens: float | Sequence[float] | np.ndarray) -> np.ndarray | float:
-        """Predicted seconds at ``tokens`` (a scalar gives a float)."""
-        n = np.asarray(tokens, dtype=float)
-        out = sum(c * n**k for k, c in enumerate(self.coef))
-        return float(out) if n.ndim == 0 else np.asarray(out)
-
-    @property
-    def name(self) -> str:
-        return {1: "linear", 2: "quadratic"}.get(self.degree, f"degree-{self.degree}")
-
-
-def fit_cost(tokens: Sequence[float], seconds: Sequence[float], degree: int = 1) -> CostFit:
-    """Fit :class:`CostFit` of ``degree`` by ordinary least squares (needs ``degree + 1`` distinct
-    token counts)."""
-    n = np.asarray(tokens, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    if n.shape != t.shape or n.ndim != 1:
-        raise ValueError(f"tokens and seconds must be 1-D of equal length, got {n.shape} and {t.shape}")
-    if degree < 1:
-        raise ValueError(f"degree must be >= 1, got {degree}")
-    if len(np.unique(n)) < degree + 1:
-        raise ValueError(
-            f"a degree-{degree} fit needs at least {degree + 1} distinct token counts, got {len(np.unique(n))}"
-        )
-    scale = float(np.max(np.abs(n))) or 1.0  # condition the Vandermonde matrix
-    design = np.vander(n / scale, degree + 1, increasing=True)
-    sol, *_ = np.linalg.lstsq(design, t, rcond=None)
-    coef = tuple(float(c) / scale**k for k, c in enumerate(sol))
-    resid = t - design @ sol
-    ss_tot = float(np.sum((t - t.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else 1.0
-    return CostFit(degree, coef, r2, len(n))
-
-
-def fit_cost_models(tokens: Sequence[float], seconds: Sequence[float]) -> dict[str, CostFit]:
-    """``{"linear": fit_cost(..., 1), "quadratic": fit_cost(..., 2)}``."""
-    return {"linear": fit_cost(tokens, seconds, 1), "quadratic": fit_cost(tokens, seconds, 2)}
-
-
-def ceiling_speedup(fit: CostFit, tokens_full: float, tokens_compressed: float) -> float:
-    """``t(tokens_full) / t(tokens_compressed)`` under ``fit``: the speedup that the token ratio
-    alone predicts (report measured speedup / ceiling)."""
-    t_full, t_comp = fit.predict(tokens_full), fit.predict(tokens_compressed)
-    if t_comp <= 0:
-        raise ValueError(f"the fit predicts {t_comp:.3g} s at {tokens_compressed} tokens; cannot form a ratio")
-    return float(t_full) / float(t_comp)
 
 
 # --------------------------------------------------------------------------- random models

@@ -28,9 +28,9 @@ from typing import Any
 
 from PIL import Image
 
+import guirl.env.apps as A
 from guirl.actions import Action, ActionError, ActionType
 from guirl.data.schema import UIElement
-from guirl.env import apps as A
 from guirl.env.render import render_screen
 from guirl.env.state import PhoneState
 

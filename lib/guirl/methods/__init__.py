@@ -19,8 +19,22 @@ from typing import Any
 from guirl.methods.registry import Method
 from guirl.rewards import KERNEL_REWARDS
 from guirl.rewards.base import RewardSpec
+from guirl.rl.hooks import HookBuilder, HookInputs, RLHooks, single_turn_hooks
 
-__all__ = ["Method", "METHODS", "REWARDS", "get", "names", "all_methods", "get_reward", "reward_names"]
+__all__ = [
+    "Method",
+    "METHODS",
+    "REWARDS",
+    "GENERIC_ROLES",
+    "get",
+    "names",
+    "all_methods",
+    "get_reward",
+    "reward_names",
+    "roles",
+    "role_names",
+    "get_role",
+]
 
 #: The method folders. Each is imported on first use of the registry (never at ``import
 #: guirl.methods``), so that importing one method loads no other.
@@ -82,3 +96,41 @@ def get_reward(name: str) -> RewardSpec:
         return _rewards()[name]
     except KeyError:
         raise KeyError(f"unknown reward {name!r}; known rewards: {', '.join(reward_names())}") from None
+
+
+def _grpo_hooks(cfg: Any, inputs: HookInputs) -> RLHooks:
+    """Role ``grpo``: single-turn GRPO (:func:`guirl.rl.hooks.single_turn_hooks`) with the reward
+    of ``rl.reward`` (``null``: CCPO's reward)."""
+    spec = inputs.reward or get_reward("ccpo")
+    return single_turn_hooks(cfg, inputs, spec.fn)
+
+
+#: Roles that belong to no paper: ``grpo`` is single-turn GRPO on recorded steps with any
+#: registered reward (``rl.reward``), e.g. AgentCPM-GUI's RFT with ``rl.reward: agentcpm``.
+GENERIC_ROLES: dict[str, HookBuilder] = {"grpo": _grpo_hooks}
+
+
+@cache
+def _roles() -> dict[str, HookBuilder]:
+    out = dict(GENERIC_ROLES)
+    for method in _methods().values():
+        out.update(method.hooks)  # Method checks that each role starts with its own name: no clash
+    return out
+
+
+def roles() -> dict[str, HookBuilder]:
+    """Every RL role: the generic ones (:data:`GENERIC_ROLES`) and each method's ``Method.hooks``."""
+    return dict(_roles())
+
+
+def role_names() -> list[str]:
+    """Every RL role name (``rl.role`` accepts these), generic roles first, then sorted."""
+    return [*GENERIC_ROLES, *sorted(r for r in _roles() if r not in GENERIC_ROLES)]
+
+
+def get_role(name: str) -> HookBuilder:
+    """The hook builder of RL role ``name``; a ``KeyError`` naming the known roles otherwise."""
+    try:
+        return _roles()[name]
+    except KeyError:
+        raise KeyError(f"unknown RL role {name!r}; known roles: {', '.join(role_names())}") from None

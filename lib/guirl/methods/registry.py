@@ -13,16 +13,13 @@ This module is imported by every method, so it imports nothing from ``guirl.meth
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import Any
 
 from guirl.rewards.base import RewardSpec
-
-if TYPE_CHECKING:  # the run config (top layer) and the engine's hook record, for annotations only
-    from guirl.config import Config
-    from guirl.train.rl import RLHooks
+from guirl.rl.hooks import HookBuilder
 
 __all__ = ["Method"]
 
@@ -48,11 +45,13 @@ class Method:
         reward_rules: the matching rule set (:mod:`guirl.matching`) the reward trains with, when
             it differs from the evaluation protocol's (``None``: same as ``eval_protocol``).
         config_section: the pydantic model of ``cfg.<name>`` (``None``: no section yet).
-        rl_hooks: ``rl_hooks(cfg, data_dir, reward) -> RLHooks``: the hooks of the RL engine
-            (:mod:`guirl.train.rl`) for this method on the ``train`` split under ``data_dir``;
-            ``reward`` is the registry entry of ``rl.reward`` (``None``: the method's own).
-            ``rl.method: <name>`` selects it in ``guirl.stages.rl`` (``None``: the method has no
-            RL stage of its own). Called inside the stage process.
+        hooks: the method's RL **roles**: ``{role: builder}`` with ``builder(cfg, inputs) ->
+            RLHooks`` (:data:`guirl.rl.hooks.HookBuilder`; ``inputs`` is a
+            :class:`guirl.rl.hooks.HookInputs`: the data folder, the registry entry of
+            ``rl.reward``, other stage inputs). A role is named after its method, alone
+            (``"ccpo"``) or with a part (``"ces.coordinator"``, ``"ces.state_tracker"``); ``rl.role``
+            selects one in ``guirl.stages.rl``, inside the stage process. Empty: the method trains
+            nothing with RL of its own.
         notebooks: the notebooks that run the method.
         summary: one line for listings.
     """
@@ -68,7 +67,19 @@ class Method:
     reward: RewardSpec | None = None
     reward_rules: str | None = None
     config_section: type | None = None
-    rl_hooks: Callable[[Config, Path, RewardSpec | None], RLHooks] | None = None
+    hooks: Mapping[str, HookBuilder] = field(default_factory=dict)
     notebooks: tuple[str, ...] = ()
     summary: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"guirl/methods/{self.name}/__init__.py"
+        for role, builder in self.hooks.items():
+            if role != self.name and not role.startswith(self.name + "."):
+                raise ValueError(
+                    f"{where}: role {role!r} must be named {self.name!r} or {self.name + '.<part>'!r} "
+                    "(roles are unique across methods because each starts with its method's name)"
+                )
+            if not callable(builder):
+                raise TypeError(f"{where}: the hook builder of role {role!r} is not callable: {builder!r}")
+        object.__setattr__(self, "hooks", MappingProxyType(dict(self.hooks)))

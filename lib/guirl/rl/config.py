@@ -25,11 +25,12 @@ LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mea
 class RLConfig(Section):
     """RL engine hyperparameters (module doc for units).
 
-    ``method``: which hooks the stage builds: ``grpo`` (single-turn GRPO on recorded steps with the
-    ground-truth history) or a method whose ``Method.rl_hooks`` builds them (``semi_online``: the
-    SO-RL baseline; ``ccpo``: CCPO; ``guirl.stages.rl``). ``reward``: a reward name of
-    :func:`guirl.methods.get_reward`; ``null`` is the method's own reward (``Method.reward``;
-    for ``grpo`` the CCPO reward). ``histories``: history settings of the prompts (as
+    ``role``: the RL role whose hooks the stage builds (``guirl.stages.rl``): ``grpo``
+    (single-turn GRPO on recorded steps with the ground-truth history, any reward) or a role of a
+    method's ``Method.hooks`` (``semi_online``: the SO-RL baseline; ``ccpo``: CCPO; a method with
+    several trained parts names them ``<method>.<part>``). ``reward``: a reward name of
+    :func:`guirl.methods.get_reward`; ``null`` is the role's own reward (``Method.reward``; for
+    ``grpo`` the CCPO reward). ``histories``: history settings of the prompts (as
     ``sft.histories``). ``advantage``: ``grpo`` (group mean/std) or ``dr_grpo`` (group mean only).
     ``loss_agg``: :data:`guirl.rl.losses.LOSS_AGG_MODES` (``seq-mean-token-sum-norm`` is
     normalised by ``max_new_tokens``, Dr. GRPO). ``dapo_std_threshold``: ``null`` keeps every
@@ -38,8 +39,8 @@ class RLConfig(Section):
     ``max_draws`` times per step, until ``prompts_per_step`` groups are kept).
     """
 
-    method: Annotated[str, Registered("rl_method")] = "grpo"
-    reward: Annotated[str | None, Registered("reward")] = None  # None: the method's own (grpo: ccpo)
+    role: Annotated[str, Registered("rl_role")] = "grpo"
+    reward: Annotated[str | None, Registered("reward")] = None  # None: the role's own (grpo: ccpo)
     histories: list[Annotated[str, StringConstraints(pattern=r"^[0-5](A|AO)$")]] = Field(
         default_factory=lambda: ["1AO", "3AO"], min_length=1
     )  # CCPO A.1.3: 1-3AO histories

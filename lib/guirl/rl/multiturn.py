@@ -44,6 +44,7 @@ from guirl.data.schema import Episode
 from guirl.imaging import visual_tokens
 from guirl.prompts import PromptSpec
 from guirl.rewards.base import GroundTruth, RewardResult
+from guirl.rl.hooks import RLHooks, format_reward_hook
 from guirl.rl.samples import Sample
 from guirl.rl.semi_online import (
     SemiOnlineConfig,
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
     import torch
 
     from guirl.config import Config
-    from guirl.train.rl import RLHooks
 
 __all__ = [
     "EpisodeTask",
@@ -133,7 +133,7 @@ def episode_tasks(
 
 
 def step_row(episode: Episode, t: int) -> dict[str, Any]:
-    """The reward columns of step ``t`` (the keys of :func:`guirl.train.rl.step_tasks` rows)."""
+    """The reward columns of step ``t`` (the keys of :func:`guirl.rl.hooks.step_tasks` rows)."""
     import json
 
     step = episode.steps[t]
@@ -420,9 +420,8 @@ def semi_online_hooks(
     defaults). DAPO: ``rl.dapo_std_threshold`` (``None``: every group is trained on).
     """
     from guirl.data.splits import load_splits
+    from guirl.prompts import prompt_spec
     from guirl.rl.samples import TaskStream
-    from guirl.train.rl import RLHooks, format_reward_hook
-    from guirl.train.sft import prompt_spec
 
     rl, m = cfg.rl, cfg.model
     so = settings or getattr(cfg, "semi_online", None) or SemiOnlineConfig()

@@ -1,25 +1,17 @@
 """``accelerate launch -m guirl.stages.rl``: one RL stage of a run (``docs/rl.md``).
 
     accelerate launch --config_file configs/accelerate/cpu.yaml -m guirl.stages.rl \\
-        --config runs/tiny/02_ccpo_rl/config.yaml --stage grpo --data-dir data/tiny/minigui \\
-        --base-model <folder> --output-dir runs/tiny/02_ccpo_rl/grpo
+        --config runs/tiny/02_ccpo_rl/ccpo_1AO/config.yaml --stage ccpo_1AO --data-dir data/tiny/minigui \\
+        --base-model <folder> --output-dir runs/tiny/02_ccpo_rl/ccpo_1AO [--input executor=<folder> ...]
 
-Started by ``guirl.train.launch.run_stage(cfg, stage, ..., entry="guirl.stages.rl")``. Loads the
-resolved config, builds the hooks of ``rl.method`` and runs the engine
+Started by :func:`guirl.train.launch.run_stage` for a :class:`~guirl.train.launch.Stage` whose
+entry is :data:`guirl.train.rl.RL_ENTRY`. Loads the resolved config, builds the hooks of the RL
+role ``rl.role`` (:func:`guirl.methods.get_role`: ``grpo``, or a role of a method's
+``Method.hooks`` such as ``semi_online`` or ``ccpo``) from the data folder, the reward
+``rl.reward`` and the stage's other named inputs, and runs the engine
 (:func:`guirl.train.rl.train_rl`), which resumes from the last checkpoint under
 ``--output-dir``. ``--base-model`` is a full-weight folder or a LoRA adapter folder (an SFT
 result; merged into its base first).
-
-Methods (``rl.method``):
-
-* ``grpo``: single-turn GRPO on the recorded steps of the ``train`` split, each prompt with the
-  ground-truth history of every ``rl.histories`` setting, ``rl.group_size`` sampled completions
-  per prompt, the reward ``rl.reward`` (:func:`guirl.methods.get_reward`; ``null``: CCPO's) on
-  the action parsed with ``sft.output_format``, ``rl.advantage`` group advantages, and DAPO
-  dynamic sampling when ``rl.dapo_std_threshold`` is set.
-* any method of :mod:`guirl.methods` whose record sets ``rl_hooks`` (:func:`hooks_for`):
-  ``semi_online`` (the SO-RL baseline, :mod:`guirl.methods.semi_online.rl`) and ``ccpo``
-  (:mod:`guirl.methods.ccpo.rl`), through the same engine.
 """
 
 from __future__ import annotations
@@ -32,48 +24,31 @@ from guirl.config import load_config
 
 if TYPE_CHECKING:
     from guirl.config import Config
-    from guirl.train.rl import RLHooks
+    from guirl.rl.hooks import RLHooks
 
 
-def grpo_hooks(cfg: Config, data_dir: Path) -> RLHooks:
-    """The hooks of the generic single-turn GRPO method (module doc)."""
+def parse_inputs(items: list[str] | None) -> dict[str, Path]:
+    """``["executor=/a/b", ...]`` -> ``{"executor": Path("/a/b")}``; a malformed item raises
+    ``SystemExit`` with a one-line message naming it."""
+    out: dict[str, Path] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(
+                f"--input {item!r}: write NAME=FOLDER, e.g. --input executor=runs/tiny/01_sft/sft_low/final"
+            )
+        out[name] = Path(path)
+    return out
+
+
+def hooks_for(cfg: Config, data_dir: Path, inputs: dict[str, Path] | None = None) -> RLHooks:
+    """The hooks of ``cfg.rl.role`` (the registry's builder) on ``data_dir`` with ``inputs``."""
     import guirl.methods as methods
-    from guirl.data.splits import load_splits
-    from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
-    from guirl.train.rl import RLHooks, format_reward_hook, single_turn_rollout, step_tasks
-    from guirl.train.sft import prompt_spec
+    from guirl.rl.hooks import HookInputs
 
-    rl, m = cfg.rl, cfg.model
-    spec = methods.get_reward(rl.reward or "ccpo")  # a registered name: the config schema checked it
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
-    specs = [prompt_spec(cfg, tag) for tag in rl.histories]
-    tasks = step_tasks(
-        train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
-    )
-    return RLHooks(
-        tasks=TaskStream(tasks, seed=cfg.seed),
-        rollout=single_turn_rollout(lambda t: t.prompt, lambda t: t.row),
-        reward=format_reward_hook(spec.fn, cfg.sft.output_format, min_pixels=m.min_pixels, max_pixels=m.max_pixels),
-        advantage=group_advantage_hook(rl.advantage, eps=rl.adv_eps),
-        keep=None if rl.dapo_std_threshold is None else dapo_keep_hook(rl.dapo_std_threshold),
-    )
-
-
-def hooks_for(cfg: Config, data_dir: Path) -> RLHooks:
-    """The hooks of ``cfg.rl.method``: :func:`grpo_hooks`, or the method record's ``rl_hooks``."""
-    import guirl.methods as methods
-
-    name = cfg.rl.method
-    if name == "grpo":
-        return grpo_hooks(cfg, data_dir)
-    method = methods.get(name)
-    if method.rl_hooks is None:  # the config schema only accepts methods with hooks
-        raise ValueError(f"rl.method={name!r}: guirl/methods/{name}/__init__.py sets no rl_hooks")
     reward = None if cfg.rl.reward is None else methods.get_reward(cfg.rl.reward)
-    return method.rl_hooks(cfg, data_dir, reward)
+    builder = methods.get_role(cfg.rl.role)  # a registered role: the config schema checked it
+    return builder(cfg, HookInputs(data_dir=Path(data_dir), reward=reward, inputs=dict(inputs or {})))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,13 +58,14 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
-    p.add_argument("--stage", required=True, help="stage label (e.g. grpo, so_rl_3AO)")
+    p.add_argument("--stage", required=True, help="stage label (e.g. grpo, ccpo_3AO)")
     p.add_argument("--data-dir", required=True, type=Path)
     p.add_argument("--base-model", required=True, type=Path)
     p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--input", action="append", default=[], help="another named input folder, NAME=FOLDER")
     a = p.parse_args(argv)
     cfg = load_config(a.config)
-    hooks = hooks_for(cfg, a.data_dir)
+    hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
     rl = cfg.rl
 
     def make_policy(model, processor):

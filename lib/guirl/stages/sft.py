@@ -24,7 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", required=True, type=Path)
     p.add_argument("--base-model", required=True, type=Path)
     p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument("--input", action="append", default=[], help="other named inputs: none for grounding / SFT")
     a = p.parse_args(argv)
+    if a.input:
+        p.error(f"--input {a.input[0]!r}: grounding and SFT stages read only --data-dir and --base-model")
     train(load_config(a.config), a.stage, a.data_dir, a.base_model, a.output_dir)
     return 0
 

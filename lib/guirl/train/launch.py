@@ -1,8 +1,13 @@
-"""Start a training stage as an ``accelerate launch`` subprocess and read back its result.
+"""Training stages as records, started as ``accelerate launch`` subprocesses, results read back.
 
-Notebooks call :func:`run_stage`; the model is trained in a separate process (one CPU process
-for the tiny profile, ``num_processes`` GPUs with DeepSpeed ZeRO-2 for the paper profiles), so
-a notebook kernel never hosts DeepSpeed and a killed run can be resumed by calling again.
+A :class:`Stage` says everything a stage needs: its name, the entry module that trains it
+(:data:`SFT_ENTRY` for grounding and SFT, :data:`guirl.train.rl.RL_ENTRY` for every RL role), the
+run config it trains with, its input folders (``"data"``: the prepared dataset; other named
+inputs such as a frozen executor's checkpoint), the model it starts from and its output folder.
+Studies build lists of stages; :func:`run_stages` runs them (side by side where independent),
+:func:`run_stage` one. The model is trained in a separate process (one CPU process for the tiny
+profile, ``num_processes`` GPUs with DeepSpeed ZeRO-2 for the paper profiles), so a notebook
+kernel never hosts DeepSpeed and a killed run can be resumed by calling again.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guirl.paths import resolve_repo_path
@@ -26,6 +33,51 @@ if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes ar
 
 #: The entry module of supervised stages (grounding, sft).
 SFT_ENTRY = "guirl.stages.sft"
+#: The input every stage has: the prepared dataset folder (``--data-dir``).
+DATA_INPUT = "data"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training stage.
+
+    ``name``: what the entry trains and the label in logs (``"grounding"`` / ``"sft"`` for
+    :data:`SFT_ENTRY`; any label for RL, e.g. ``"ccpo_3AO"``, whose role comes from
+    ``cfg.rl.role``); ``entry``: the module ``accelerate launch -m`` runs; ``cfg``: the run config
+    it trains with (derive one with ``Config.replace``); ``inputs``: named folders it reads,
+    :data:`DATA_INPUT` (the prepared dataset) required, the others passed as ``--input
+    NAME=FOLDER``; ``base_model``: the checkpoint folder it starts from; ``output_dir``: where its
+    checkpoints and ``result.json`` go. Every input and the base model enter the stage's
+    fingerprint (:func:`stage_fingerprint`)."""
+
+    name: str
+    entry: str
+    cfg: Config
+    inputs: Mapping[str, Path]
+    base_model: Path
+    output_dir: Path
+
+    def __post_init__(self) -> None:
+        if DATA_INPUT not in self.inputs:
+            raise ValueError(
+                f"stage {self.name!r}: inputs need {DATA_INPUT!r} (the dataset folder); got {sorted(self.inputs)}"
+            )
+        bad = [k for k in self.inputs if not k.isidentifier()]
+        if bad:
+            raise ValueError(f"stage {self.name!r}: input names must be identifiers, got {bad}")
+        object.__setattr__(self, "inputs", MappingProxyType({k: Path(v) for k, v in self.inputs.items()}))
+        object.__setattr__(self, "base_model", Path(self.base_model))
+        object.__setattr__(self, "output_dir", Path(self.output_dir))
+
+    @property
+    def data_dir(self) -> Path:
+        """The dataset folder (``inputs["data"]``)."""
+        return self.inputs[DATA_INPUT]
+
+    @property
+    def other_inputs(self) -> dict[str, Path]:
+        """The inputs besides the dataset folder, by name."""
+        return {k: v for k, v in self.inputs.items() if k != DATA_INPUT}
 
 
 #: ``runtime`` keys that decide when stages run, not what they compute (left out of the fingerprint).
@@ -38,22 +90,24 @@ STORAGE_KEYS = ("save_total_limit",)
 FINGERPRINT_FILE = "stage_fingerprint.json"
 
 
-def stage_fingerprint(cfg: Config, stage: str, entry: str, data_dir: Path, base_model: Path) -> dict[str, Any]:
+def stage_fingerprint(stage: Stage) -> dict[str, Any]:
     """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
     (evaluation settings never change a trained model), the :data:`SCHEDULING_KEYS` of
-    ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe keys
-    (``cfg.sft.EXECUTOR_KEYS``: the executor trains with a config of its own that moves
-    them into the main keys, so they never change the stage they are set on), the stage, the entry
-    module and the input folders. Two runs with equal fingerprints may share checkpoints and results."""
-    executor_keys = cfg.sft.EXECUTOR_KEYS  # read off the config: the train kernel does not import guirl.config
-    config = {k: v for k, v in cfg.to_dict().items() if k != "eval"}
+    ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe
+    (``sft.executor``: the executor trains with a config of its own that moves those values into
+    the main keys, so they never change the stage they are set on), the stage name, the entry
+    module, the input folders and the base model. Two runs with equal fingerprints may share
+    checkpoints and results."""
+    config = {k: v for k, v in stage.cfg.to_dict().items() if k != "eval"}
     config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
-    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k not in executor_keys}
+    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k != "executor"}
+    inputs = {k: str(v.resolve()) for k, v in sorted(stage.inputs.items())}
     return {
-        "stage": stage,
-        "entry": entry,
-        "data_dir": str(Path(data_dir).resolve()),
-        "base_model": str(Path(base_model).resolve()),
+        "stage": stage.name,
+        "entry": stage.entry,
+        "data_dir": inputs.pop(DATA_INPUT),
+        "inputs": inputs,
+        "base_model": str(stage.base_model.resolve()),
         "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(),
         "config": config,
     }
@@ -86,7 +140,7 @@ def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) ->
     if (
         old is not None
         and old.get("config_sha256") == fingerprint["config_sha256"]
-        and all(old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "base_model"))
+        and all(old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "inputs", "base_model"))
     ):
         return
     why = (
@@ -123,21 +177,14 @@ class TrainingFailed(RuntimeError):
     """The training subprocess exited non-zero; the message holds the end of its output."""
 
 
-def accelerate_command(
-    cfg: Config,
-    config_path: Path,
-    stage: str,
-    data_dir: Path,
-    base_model: Path,
-    output_dir: Path,
-    *,
-    entry: str = SFT_ENTRY,
-) -> list[str]:
-    """The ``accelerate launch`` command line of one stage (a list for ``subprocess``): ``entry``
-    is the module run with ``-m`` (it takes ``--config --stage --data-dir --base-model
-    --output-dir``). ``runtime.deepspeed_config``, when set, is passed as an absolute
-    ``--deepspeed_config_file``: it is the one source of the DeepSpeed file, and the relative path in
-    an accelerate config would be read from the subprocess's working directory (a notebook's)."""
+def accelerate_command(stage: Stage, config_path: Path) -> list[str]:
+    """The ``accelerate launch`` command line of one stage (a list for ``subprocess``): the stage's
+    entry is the module run with ``-m`` (it takes ``--config --stage --data-dir --base-model
+    --output-dir`` and one ``--input NAME=FOLDER`` per other input). ``runtime.deepspeed_config``,
+    when set, is passed as an absolute ``--deepspeed_config_file``: it is the one source of the
+    DeepSpeed file, and the relative path in an accelerate config would be read from the
+    subprocess's working directory (a notebook's)."""
+    cfg = stage.cfg
     ds = cfg.runtime.deepspeed_config
     return [
         sys.executable,
@@ -149,51 +196,38 @@ def accelerate_command(
         str(cfg.runtime.num_processes),
         *(["--deepspeed_config_file", str(resolve_repo_path(ds))] if ds else []),
         "-m",
-        entry,
+        stage.entry,
         "--config",
         str(config_path),
         "--stage",
-        stage,
+        stage.name,
         "--data-dir",
-        str(data_dir),
+        str(stage.data_dir),
         "--base-model",
-        str(base_model),
+        str(stage.base_model),
         "--output-dir",
-        str(output_dir),
+        str(stage.output_dir),
+        *(arg for name, path in sorted(stage.other_inputs.items()) for arg in ("--input", f"{name}={path}")),
     ]
 
 
-def prepare_stage(
-    cfg: Config,
-    stage: str,
-    *,
-    data_dir: Path,
-    base_model: Path,
-    output_dir: Path,
-    entry: str = SFT_ENTRY,
-    echo: bool = True,
-) -> list[str]:
-    """Get ``output_dir`` ready for a stage and return its ``accelerate launch`` command: outputs
+def prepare_stage(stage: Stage, *, echo: bool = True) -> list[str]:
+    """Get the stage's output folder ready and return its ``accelerate launch`` command: outputs
     of another :func:`stage_fingerprint` are deleted, the fingerprint and the resolved config
     (``config.yaml``, the file the subprocess reads) are written. Reusing a finished result or
     resuming from a checkpoint is then safe; :func:`run_stage` does both."""
-    output_dir = Path(output_dir)
-    fingerprint = stage_fingerprint(cfg, stage, entry, Path(data_dir), Path(base_model))
+    output_dir = stage.output_dir
+    fingerprint = stage_fingerprint(stage)
     _discard_stale(output_dir, fingerprint, echo)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, indent=1, sort_keys=True))
-    config_path = cfg.save(output_dir / "config.yaml")
-    return accelerate_command(cfg, config_path, stage, Path(data_dir), Path(base_model), output_dir, entry=entry)
+    config_path = stage.cfg.save(output_dir / "config.yaml")
+    return accelerate_command(stage, config_path)
 
 
 def run_stage(
-    cfg: Config,
-    stage: str,
+    stage: Stage,
     *,
-    data_dir: Path,
-    base_model: Path,
-    output_dir: Path,
-    entry: str = SFT_ENTRY,
     echo: bool = True,
     timeout: float | None = None,
     parallel: int = 1,
@@ -201,14 +235,13 @@ def run_stage(
 ) -> dict[str, Any]:
     """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
 
-    ``entry`` is the stage's command-line module (:data:`SFT_ENTRY` for grounding and SFT; an RL
-    method passes its own), so every stage launches the same way.
+    Every stage launches the same way, whatever its entry (:data:`SFT_ENTRY`, the RL entry).
 
     The resolved config is saved to ``<output_dir>/config.yaml`` and passed to the subprocess,
     so the subprocess trains with exactly the notebook's configuration. A stage whose
     ``result.json`` exists is not run again, and an interrupted one resumes from its last
     checkpoint, but only when the folder was written with the same :func:`stage_fingerprint`
-    (config without ``eval``, stage, entry, inputs); outputs of another fingerprint are deleted
+    (config without ``eval``, name, entry, inputs, base model); outputs of another fingerprint are deleted
     first, so a changed config never reuses stale checkpoints. Output is streamed (``echo``) and
     the last 60 lines are kept for the error message. ``parallel``: how many stages share the
     machine (:func:`run_stages`); it sets the thread count (:func:`stage_env`) and, above 1,
@@ -217,29 +250,17 @@ def run_stage(
     stage ends, so the group's other stages take over its cores, :mod:`guirl.train.cores`).
     """
     try:
-        return _run_stage(
-            cfg, stage, data_dir, base_model, Path(output_dir), entry, echo, timeout, parallel, peer_marker
-        )
+        return _run_stage(stage, echo, timeout, parallel, peer_marker)
     finally:
         if peer_marker is not None:
             Path(peer_marker).unlink(missing_ok=True)
 
 
 def _run_stage(
-    cfg: Config,
-    stage: str,
-    data_dir: Path,
-    base_model: Path,
-    output_dir: Path,
-    entry: str,
-    echo: bool,
-    timeout: float | None,
-    parallel: int,
-    peer_marker: Path | None,
+    stage: Stage, echo: bool, timeout: float | None, parallel: int, peer_marker: Path | None
 ) -> dict[str, Any]:
-    cmd = prepare_stage(
-        cfg, stage, data_dir=data_dir, base_model=base_model, output_dir=output_dir, entry=entry, echo=echo
-    )
+    cfg, output_dir = stage.cfg, stage.output_dir
+    cmd = prepare_stage(stage, echo=echo)
     done = output_dir / RESULT_FILE
     if done.exists():
         return json.loads(done.read_text())
@@ -258,44 +279,58 @@ def _run_stage(
                 print(prefix + line, end="", flush=True)
         rc = proc.wait(timeout=timeout)
     if rc != 0 or not done.exists():
-        raise TrainingFailed(f"stage {stage!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}")
+        raise TrainingFailed(
+            f"stage {stage.name!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}"
+        )
     return json.loads(done.read_text())
 
 
-def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[dict[str, Any]]:
-    """Run independent stages, ``parallel`` at a time, and return their results in job order.
+def run_stages(
+    stages: Sequence[Stage], *, parallel: int = 1, echo: bool = True, progress: bool = False
+) -> list[dict[str, Any]]:
+    """Run stages and return their results in order: one after the other, or, with ``parallel`` >
+    1, independent stages ``parallel`` at a time. ``progress``: a progress bar over the stages
+    run one after the other.
 
-    Each job is the keyword arguments of one :func:`run_stage` call (``cfg``, ``stage``,
-    ``data_dir``, ``base_model``, ``output_dir``, ...). With ``parallel`` > 1 the subprocesses run
+    With ``parallel`` > 1 the subprocesses run
     side by side, each with its share of the cores (:func:`stage_env`): on 2 cores, the tiny
     model's two SFT agents trained side by side with one thread each take about 0.83x the time of
     training them one after the other with two threads, with bit-identical weights (docs/stack.md).
     When a stage ends, the ones still running take over its cores (:mod:`guirl.train.cores`; unless
     ``runtime.threads`` fixes the count): thread count does not change the weights.
-    The first failure is raised after every started stage has ended. Jobs must not depend on each
-    other (no job's ``base_model`` may be another job's output)."""
+    The first failure is raised after every started stage has ended. Stages that run side by side
+    must not depend on each other (no stage's base model or input may be another's output); one
+    after the other (``parallel`` 1), a later stage may start from an earlier one's output."""
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    outputs = [Path(job["output_dir"]).resolve() for job in jobs]
+    outputs = [s.output_dir.resolve() for s in stages]
     if len(set(outputs)) != len(outputs):
-        raise ValueError(f"run_stages: two jobs write the same output folder: {[str(p) for p in outputs]}")
-    for job in jobs:
-        base = Path(job["base_model"]).resolve()
-        if any(base == out or out in base.parents for out in outputs):
-            raise ValueError(
-                f"run_stages: {job['output_dir']} starts from another job's output ({base}); run them in order"
-            )
-    n = max(1, min(parallel, len(jobs)))
+        raise ValueError(f"run_stages: two stages write the same output folder: {[str(p) for p in outputs]}")
+    n = max(1, min(parallel, len(stages)))
     if n == 1:
-        return [run_stage(**job) for job in jobs]
+        from tqdm.auto import tqdm
+
+        results = []
+        bar = tqdm(stages, desc="stages", disable=not progress)
+        for s in bar:
+            bar.set_postfix_str(s.output_dir.name)
+            results.append(run_stage(s, echo=echo))
+        return results
+    for s in stages:
+        for read in (s.base_model, *s.inputs.values()):
+            read = read.resolve()
+            if any(read == out or out in read.parents for out in outputs):
+                raise ValueError(
+                    f"run_stages: {s.output_dir} reads another stage's output ({read}); run them in order (parallel=1)"
+                )
     with tempfile.TemporaryDirectory(prefix="guirl-stages-") as peers, ThreadPoolExecutor(max_workers=n) as pool:
-        markers = [Path(peers) / f"stage-{i}" for i in range(len(jobs))]
+        markers = [Path(peers) / f"stage-{i}" for i in range(len(stages))]
         for marker in markers[:n]:  # the first n start at once; the others mark themselves when they start
             marker.touch()
         futures = [
-            pool.submit(_marked, markers[i], **{**job, "parallel": n, "peer_marker": markers[i]})
-            for i, job in enumerate(jobs)
+            pool.submit(_marked, markers[i], stage, echo=echo, parallel=n, peer_marker=markers[i])
+            for i, stage in enumerate(stages)
         ]
         errors = [f.exception() for f in futures]  # waits for every stage
     for err in errors:
@@ -304,7 +339,7 @@ def run_stages(jobs: Sequence[Mapping[str, Any]], *, parallel: int = 1) -> list[
     return [f.result() for f in futures]
 
 
-def _marked(marker: Path, **job: Any) -> dict[str, Any]:
+def _marked(marker: Path, stage: Stage, **kw: Any) -> dict[str, Any]:
     """:func:`run_stage` with its side-by-side marker present while it runs."""
     marker.touch()
-    return run_stage(**job)
+    return run_stage(stage, **kw)

@@ -1,5 +1,5 @@
 """The RL engine of the repository: rollout -> reward -> advantage -> clipped policy loss with a k3
-KL to a frozen reference -> optimizer step, for every RL method (``docs/rl.md``).
+KL to a frozen reference -> optimizer step, for every RL role of every method (``docs/rl.md``).
 
 Why not TRL's ``GRPOTrainer``: it expresses plain single-turn GRPO, but not the step-level
 semi-online rollouts of UI-S1 nor CCPO's N rollouts sharing one cropped, coordinate-augmented
@@ -7,13 +7,13 @@ history, nor DAPO's accumulate-until-full sampling (``docs/rl.md`` lists the API
 engine therefore runs all of them, and its loss equals TRL's GRPO loss for the matching
 ``loss_type`` on a fixed batch (``tests/test_train_rl.py``).
 
-A method supplies :class:`RLHooks`:
+A role supplies :class:`guirl.rl.hooks.RLHooks` (built by its ``Method.hooks`` entry):
 
 * ``tasks``: the data source / step sampler (a :class:`~guirl.rl.samples.TaskStream` or anything
   with ``next(n)``, ``state_dict()``, ``load_state_dict()``); one task becomes one group;
 * ``rollout(policy, tasks, args) -> [Sample]``: builds the prompts (history builder) and asks the
   :class:`guirl.rollout.Policy` for ``args.group_size`` completions per task; multi-turn methods
-  run their episode loop here (:func:`single_turn_rollout` is the single-turn case);
+  run their episode loop here (:func:`guirl.rl.hooks.single_turn_rollout` is the single-turn case);
 * ``reward(samples) -> [RewardResult]``: scalar reward plus components per sample;
 * ``advantage(samples) -> (N,) tensor``: e.g. :func:`guirl.rl.samples.group_advantage_hook`;
 * ``keep(samples) -> [bool]`` (optional): the data filter; with it, the engine draws more tasks
@@ -54,13 +54,12 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from guirl.rewards.base import RewardResult
+from guirl.rl.hooks import RLHooks
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
 from guirl.rollout.policy import derive_seed
@@ -71,12 +70,6 @@ if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its 
     from guirl.rl.config import RLConfig
 
 __all__ = [
-    "RLHooks",
-    "TaskSource",
-    "single_turn_rollout",
-    "StepTask",
-    "step_tasks",
-    "format_reward_hook",
     "train_rl",
     "RL_ENTRY",
     "RESULT_FILE",
@@ -89,7 +82,7 @@ __all__ = [
     "fill_deepspeed_config",
 ]
 
-#: The entry module of RL stages: ``run_stage(cfg, stage, ..., entry=RL_ENTRY)``.
+#: The entry module of RL stages (``Stage(entry=RL_ENTRY, ...)``, :mod:`guirl.train.launch`).
 RL_ENTRY = "guirl.stages.rl"
 RESULT_FILE = "result.json"
 FINAL_DIR = "final"
@@ -126,134 +119,6 @@ LOG_FIELDS: dict[str, str] = {
     "update_seconds": "reference / old log-probs + forward/backward + optimizer",
     "step_seconds": "whole step, wall clock",
 }
-
-
-class TaskSource(Protocol):
-    """The data source: the next ``n`` tasks, and a resumable state."""
-
-    def next(self, n: int) -> list[Any]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
-
-
-@dataclass(frozen=True)
-class RLHooks:
-    """What a method plugs into the engine (module doc)."""
-
-    tasks: TaskSource
-    rollout: Callable[[Any, Sequence[Any], RolloutArgs], list[Sample]]
-    reward: Callable[[Sequence[Sample]], Sequence[RewardResult]]
-    advantage: Callable[[Sequence[Sample]], torch.Tensor]
-    keep: Callable[[Sequence[Sample]], Sequence[bool]] | None = None
-    select: Callable[[Sequence[Sample], int], list[Sample]] | None = None
-    metrics: Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any]], Mapping[str, Any]] | None = None
-
-
-def single_turn_rollout(
-    build_prompt: Callable[[Any], tuple[list[dict[str, Any]], list[Any]]],
-    row_of: Callable[[Any], Mapping[str, Any]] = lambda task: task,
-) -> Callable[[Any, Sequence[Any], RolloutArgs], list[Sample]]:
-    """Rollout hook of single-turn methods: one prompt per task (``build_prompt(task)``, the
-    history builder), ``args.group_size`` sampled completions each, one group per task;
-    ``row_of(task)`` gives the columns the reward reads."""
-
-    def rollout(policy: Any, tasks: Sequence[Any], args: RolloutArgs) -> list[Sample]:
-        prompts = [build_prompt(t) for t in tasks]
-        outs = policy.complete(
-            prompts, n=args.group_size, do_sample=True, temperature=args.temperature, top_p=args.top_p, seed=args.seed
-        )
-        if len(outs) != len(prompts):
-            raise ValueError(f"policy returned {len(outs)} completion lists for {len(prompts)} prompts")
-        samples = []
-        for g, (task, prompt, comps) in enumerate(zip(tasks, prompts, outs, strict=True)):
-            if len(comps) != args.group_size:
-                raise ValueError(f"policy returned {len(comps)} completions for a group of {args.group_size}")
-            row = row_of(task)
-            for c in comps:
-                samples.append(Sample(prompt=prompt, completion_ids=tuple(c.token_ids), text=c.text, group=g, row=row))
-        return samples
-
-    return rollout
-
-
-@dataclass(frozen=True)
-class StepTask:
-    """One recorded step as a single-turn task: its prompt (with the ground-truth history) and the
-    columns its reward reads (``gt_action`` JSON, ``gt_box``, ``candidate_boxes``,
-    ``screen_size``, plus ``episode_id``, ``step_id``, ``history``)."""
-
-    prompt: tuple[list[dict[str, Any]], list[Any]]
-    row: Mapping[str, Any]
-
-
-def step_tasks(
-    episodes: Sequence[Any],
-    specs: Sequence[Any],
-    *,
-    image_root: str | Path,
-    min_pixels: int,
-    max_pixels: int,
-) -> list[StepTask]:
-    """One :class:`StepTask` per (episode step, prompt spec), in episode order and spec order per
-    step; the prompt is :func:`guirl.rollout.step_prompts`'s (ground-truth history, as SFT)."""
-    from guirl.rollout import step_prompts
-
-    per_spec = [
-        step_prompts(episodes, spec, min_pixels=min_pixels, max_pixels=max_pixels, image_root=image_root)
-        for spec in specs
-    ]
-    out = []
-    for items in zip(*per_spec, strict=True):
-        for spec, sp in zip(specs, items, strict=True):
-            step = sp.episode.steps[sp.t]
-            row = {
-                "gt_action": json.dumps(step.action.to_dict()),
-                "gt_box": list(step.target_box) if step.target_box else None,
-                "candidate_boxes": [list(b) for b in step.candidate_boxes],
-                "screen_size": list(step.screen_size),
-                "episode_id": sp.episode.episode_id,
-                "step_id": step.step_id,
-                "history": spec.tag,
-            }
-            out.append(StepTask(prompt=sp.prompt, row=row))
-    return out
-
-
-def format_reward_hook(
-    fn: Callable[..., RewardResult],
-    output_format: str,
-    *,
-    min_pixels: int,
-    max_pixels: int,
-) -> Callable[[Sequence[Sample]], list[RewardResult]]:
-    """Reward hook for a :mod:`guirl.rewards`-style ``fn(parsed, gt) -> RewardResult``: each
-    sample's text is parsed with ``output_format`` in the coordinate space the model saw (the
-    screenshot ``row["screen_size"]`` resized with ``min_pixels`` / ``max_pixels``) and scored
-    against ``GroundTruth.from_row(row)`` (:func:`guirl.rewards.trl.score_completions`)."""
-    from guirl.actions.formats import get_format
-    from guirl.prompts import format_context
-    from guirl.rewards.base import RewardInputError
-    from guirl.rewards.trl import score_completions
-
-    fmt = get_format(output_format)
-
-    def parse(text: str, row: Mapping[str, Any]):
-        size = row.get("screen_size")
-        if size is None or len(size) != 2:
-            raise RewardInputError(f"row needs screen_size = [width, height] in pixels; row has {sorted(row)}")
-        return fmt.parse(text, format_context((int(size[0]), int(size[1])), min_pixels, max_pixels))
-
-    def reward(samples: Sequence[Sample]) -> list[RewardResult]:
-        if not samples:
-            return []
-        keys = sorted({k for s in samples for k in s.row})
-        columns = {k: [s.row.get(k) for s in samples] for k in keys}
-        return score_completions(fn, parse, [s.text for s in samples], **columns)
-
-    reward.__name__ = f"{getattr(fn, '__name__', 'reward')}_{output_format}"
-    return reward
 
 
 # --------------------------------------------------------------------------------------------
@@ -801,7 +666,7 @@ def train_rl(
         processor.save_pretrained(str(final))
     result = {
         "stage": stage,
-        "method": rl.method,
+        "role": rl.role,
         "base_model": str(start),
         "final": str(final),
         "adapter": bool(cfg.lora.enabled),

@@ -41,6 +41,7 @@ def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only)."""
     from guirl.data.splits import load_splits
+    from guirl.prompts import prompt_spec
     from guirl.train.data import grounding_records, read_jsonl, sft_records
 
     m = cfg.model
@@ -61,19 +62,6 @@ def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any
     train = splits["train"]
     return sft_records(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
-    )
-
-
-def prompt_spec(cfg: Config, tag: str):
-    """The :class:`~guirl.prompts.PromptSpec` of a history tag such as ``"3AO"``."""
-    from guirl.prompts import PromptSpec
-
-    return PromptSpec(
-        output_format=cfg.sft.output_format,
-        n_history=int(tag[0]),
-        history_mode="nAO" if tag.endswith("AO") else "nA",
-        use_step_instruction=cfg.sft.use_step_instruction,
-        system_prompt=cfg.sft.system_prompt,
     )
 
 

@@ -4,8 +4,8 @@ Multi-turn semi-online RL whose history screenshots are cropped to the region th
 and the annotation's coordinates agree on (CASC, :mod:`guirl.methods.ccpo.casc`; progressive
 rollouts and the inference hook, :mod:`guirl.methods.ccpo.progressive`), with a distance-based
 coordinate reward (CCPO eqs. 11-13, :mod:`guirl.methods.ccpo.reward`). The ``ccpo`` config
-section is :class:`guirl.methods.ccpo.config.CCPOSection`; the engine hooks are
-:func:`guirl.methods.ccpo.rl.ccpo_rl_hooks` (``rl.method: ccpo``)."""
+section is :class:`guirl.methods.ccpo.config.CCPOSection`; its RL role ``ccpo`` is
+:func:`guirl.methods.ccpo.rl.ccpo_rl_hooks` (``rl.role: ccpo``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ METHOD = Method(
     ),
     reward_rules="ccpo_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CCPOSection,
-    rl_hooks=ccpo_rl_hooks,
+    hooks={"ccpo": ccpo_rl_hooks},
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",
 )

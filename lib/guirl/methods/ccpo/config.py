@@ -45,7 +45,7 @@ class CCPOSection(Section):
     include_candidates: bool = True  # CCPO Sec. 3.3 Action Tracking: bounding boxes "if present"
     coordinate_steps: Literal["gt", "any"] = "gt"  # CCPO Sec. 3.3 / App. A.4; "any": released code
     scroll_is_coordinate: bool = True  # CCPO Sec. 3.3: "we treat scroll as a coordinate action"
-    # Notebook 02's ablation grid (guirl.ccpo_study.ablation_runs), all at one history setting:
+    # Notebook 02's ablation grid (guirl.studies.ccpo_rl.ablation_runs), all at one history setting:
     # Table 5 (+CASC without the distance reward), Table 10 (MIN-COMPRESS) and Table 11 (rollouts).
     ablation_history: str | None = "3AO"  # CCPO Table 11 rows are 3AO (Table 5 does not say); null: none
     ablation_group_sizes: list[int] = Field(default_factory=lambda: [2, 4, 8, 12, 16])  # CCPO Table 11

@@ -20,7 +20,7 @@ processor unchanged.
 
 Inference (:func:`casc_inference_history`, CCPO App. A.6.1 "optimized inference", Table 13): a
 :data:`guirl.rollout.HistoryBuilder` for :func:`guirl.rollout.step_prompts` /
-:func:`guirl.evaluation.evaluate_offline` / :func:`guirl.rollout.rollout_recorded`: there are
+:func:`guirl.studies.shared.evaluation.evaluate_offline` / :func:`guirl.rollout.rollout_recorded`: there are
 no rollouts at test time, so each history screenshot is cropped around the point(s) of the
 action the history shows for it (the annotated action with a ground-truth history, the model's
 own with an own history); non-coordinate steps are dropped (MAX) or kept (MIN).

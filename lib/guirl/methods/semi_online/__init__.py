@@ -30,7 +30,7 @@ METHOD = Method(
     ),
     reward_rules="uis1_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=SemiOnlineConfig,  # CCPO Table 8 (shared with ccpo, which reads cfg.semi_online too)
-    rl_hooks=semi_online_rl_hooks,
+    hooks={"semi_online": semi_online_rl_hooks},
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL baseline (UI-S1) with patched rollouts and discounted step returns",
 )

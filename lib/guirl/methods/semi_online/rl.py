@@ -13,7 +13,6 @@ trajectory stopped, step rewards, discounted returns (``semi_online.gamma``), ep
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from guirl.actions.types import ParseResult
@@ -22,8 +21,7 @@ from guirl.rewards.base import GroundTruth
 
 if TYPE_CHECKING:
     from guirl.config import Config
-    from guirl.rewards.base import RewardSpec
-    from guirl.train.rl import RLHooks
+    from guirl.rl.hooks import HookInputs, RLHooks
 
 __all__ = ["uis1_matched", "semi_online_rl_hooks"]
 
@@ -33,10 +31,11 @@ def uis1_matched(parsed: ParseResult, gt: GroundTruth, cfg: UIS1Config | None = 
     return parsed.ok and uis1_extract_match(parsed.action, gt, cfg or UIS1Config())  # type: ignore[arg-type]
 
 
-def semi_online_rl_hooks(cfg: Config, data_dir: str | Path, reward: RewardSpec | None = None) -> RLHooks:
-    """Engine hooks of the SO-RL baseline (module doc); ``reward``: the registry entry of
-    ``rl.reward`` (``None``: the UI-S1 reward, :func:`guirl.methods.semi_online.reward.uis1_reward`)."""
+def semi_online_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+    """Engine hooks of the SO-RL baseline (role ``semi_online``, module doc); ``inputs.reward``: the
+    registry entry of ``rl.reward`` (``None``: the UI-S1 reward,
+    :func:`guirl.methods.semi_online.reward.uis1_reward`)."""
     from guirl.rl.multiturn import semi_online_hooks
 
-    fn = uis1_reward if reward is None else reward.fn
-    return semi_online_hooks(cfg, data_dir, reward=fn, matcher=uis1_matched)
+    fn = uis1_reward if inputs.reward is None else inputs.reward.fn
+    return semi_online_hooks(cfg, inputs.data_dir, reward=fn, matcher=uis1_matched)

@@ -1,4 +1,4 @@
-"""guirl.analysis.attention_study: steps and the images they show, shares, summaries, overlays."""
+"""guirl.studies.attention_visualization: steps and the images they show, shares, summaries, overlays."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from hypothesis.extra.numpy import arrays
 from PIL import Image
 
 from guirl.actions.types import Action
-from guirl.analysis import attention_study as S
 from guirl.data.schema import Episode, Step
 from guirl.metrics.paired import check_resolved_claims
 from guirl.models import build_tiny_model, load_model, load_processor
 from guirl.prompts import PromptSpec
+from guirl.studies import attention_visualization as S
 
 W, H = 112, 168  # a 4 x 6 merged-cell screen (28 px cells)
 SPEC3 = PromptSpec(output_format="ccpo", n_history=3, history_mode="nAO")

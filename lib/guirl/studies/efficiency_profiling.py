@@ -1,23 +1,28 @@
-"""Side-by-side efficiency of full vs CASC-cropped history (notebook 05; CCPO Tables 4, 6, 12-15).
+"""Notebook 05 (``05_efficiency_profiling``): full vs CASC-cropped history measured side by side
+(CCPO Tables 4, 6, 12-15 and 13; AgentCPM-GUI's tokens per action).
 
-The measurements themselves are :mod:`guirl.analysis.profiling`'s; this module builds the inputs
-(the same MiniGUI steps with the full history, as SO-RL prompts them, and with the history
-screenshots cropped by CASC around the annotated action points, CCPO eq. 10; on the MiniGUI
-screens and on the same screens resized to a phone size such as AndroidControl's 1080x2400) and
-turns the measured rows into CCPO's table layouts.
+The measurements themselves are :mod:`guirl.analysis.profiling`'s and the cost model
+:mod:`guirl.analysis.cost`'s (the one notebook 02 fits too); this module builds the inputs (the
+same MiniGUI steps with the full history, as SO-RL prompts them, and with the history screenshots
+cropped by CASC around the annotated action points, CCPO eq. 10,
+:func:`guirl.methods.ccpo.history.inference_history`; on the MiniGUI screens and on the same
+screens resized to a phone size such as AndroidControl's 1080x2400), runs the sweeps and turns
+the measured rows into CCPO's table layouts.
+
+Notebook flow: :func:`setup` (inputs, threads from ``runtime.threads``) -> :func:`setting_prompts`
+-> :func:`tokens_table`; :func:`profile_rows` -> :func:`fit_models` / :func:`side_table` /
+:func:`headline_table`; :func:`latency_table`; :func:`paper_layouts`; :func:`rollout_token_table`;
+:func:`table13_records` / :func:`table13`; :func:`tokens_per_action`.
 
 Vocabulary
 ----------
-The CASC history builder itself is a method's (:func:`guirl.efficiency_study.casc_history`, built
-on :mod:`guirl.methods.ccpo`); the functions here take any history builder.
-
 * A *setting* is ``(model, screen, history, side)``: ``side`` is ``"full"`` (every history
   screenshot whole, SO-RL) or ``"CASC"`` (CCPO's cropped history).
 * ``compression_pct`` = ``100 (1 - tokens / full tokens)`` at the same model, screen and history
   (CCPO Table 4's compression rate); ``speedup`` = full median step seconds / this median;
-  ``ceiling`` = the speedup the token counts alone predict under a cost model fitted to all the
-  model's settings (:func:`guirl.analysis.profiling.ceiling_speedup`; ``quadratic``: ``c0 + c1 n
-  + c2 n^2``, ``linear``: ``c0 + c1 n``, coefficients >= 0); ``measured_over_ceiling`` =
+  ``ceiling`` = the speedup the token counts alone predict under the cost model fitted to all the
+  model's settings (:func:`guirl.analysis.cost.ceiling_speedup`; ``quadratic``: ``c0 + c1 n +
+  c2 n^2``, ``linear``: ``c0 + c1 n``, coefficients >= 0); ``measured_over_ceiling`` =
   ``speedup / ceiling``.
 """
 
@@ -26,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,9 @@ import pandas as pd
 import torch
 from PIL import Image
 
-from guirl.analysis.profiling import CostFit, analytic_forward_flops, ceiling_speedup
+from guirl.analysis.cost import CostFit, ceiling_speedup, fit_cost_models
+from guirl.analysis.profiling import analytic_forward_flops
+from guirl.config import Config
 from guirl.rl.logprobs import encode_samples
 
 __all__ = [
@@ -50,7 +58,6 @@ __all__ = [
     "prompt_batch",
     "prompt_inputs",
     "token_table",
-    "fit_cost_nonnegative",
     "fit_models",
     "fit_table",
     "side_table",
@@ -59,6 +66,19 @@ __all__ = [
     "rollout_token_table",
     "inference_table",
     "action_token_table",
+    "Inputs",
+    "setup",
+    "setting_prompts",
+    "tokens_table",
+    "model_builders",
+    "profile_rows",
+    "headline_table",
+    "latency_table",
+    "paper_layouts",
+    "rl_rollout_tokens",
+    "table13_records",
+    "table13",
+    "tokens_per_action",
 ]
 
 #: The two prompt variants compared: full history screenshots (SO-RL) and CASC crops (CCPO).
@@ -166,7 +186,7 @@ def history_step_prompts(
     """The first ``n_steps`` steps (episode order) that have at least ``spec.n_history`` earlier
     steps, so every prompt shows a full history of that length, as
     :func:`guirl.rollout.step_prompts` prompts them (``history_builder``: e.g. CASC at inference,
-    :func:`guirl.efficiency_study.casc_history`). Raises ``ValueError`` when no
+    :func:`guirl.methods.ccpo.history.inference_history`). Raises ``ValueError`` when no
     episode is long enough."""
     from guirl.rollout import step_prompts
 
@@ -225,50 +245,12 @@ def token_table(processor: Any, prompts: Sequence[Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["prompt_tokens", "visual_tokens", "images"])
 
 
-def fit_cost_nonnegative(tokens: Sequence[float], seconds: Sequence[float], degree: int) -> CostFit:
-    """Least squares ``t(n) = sum_k c_k n^k`` with every ``c_k >= 0`` (a step cannot get cheaper
-    with more tokens; plain least squares on a few noisy points can bend the quadratic below zero).
-
-    Exact non-negative least squares by enumerating the supports (``2^(degree+1)`` small OLS
-    problems; the optimum is the OLS fit on its own support). Needs ``degree + 1`` distinct token
-    counts; ``r2`` as :class:`guirl.analysis.profiling.CostFit`.
-    """
-    import itertools
-
-    n = np.asarray(tokens, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    if n.shape != t.shape or n.ndim != 1:
-        raise ValueError(f"tokens and seconds must be 1-D of equal length, got {n.shape} and {t.shape}")
-    if degree < 1 or len(np.unique(n)) < degree + 1:
-        raise ValueError(
-            f"a degree-{degree} fit needs at least {degree + 1} distinct token counts, got {len(np.unique(n))}"
-        )
-    scale = float(np.max(np.abs(n))) or 1.0
-    design = np.vander(n / scale, degree + 1, increasing=True)
-    best, best_sse = np.zeros(degree + 1), float(np.sum(t**2))
-    for k in range(1, degree + 2):
-        for support in itertools.combinations(range(degree + 1), k):
-            sol, *_ = np.linalg.lstsq(design[:, support], t, rcond=None)
-            if np.any(sol < 0):
-                continue
-            coef = np.zeros(degree + 1)
-            coef[list(support)] = sol
-            sse = float(np.sum((t - design @ coef) ** 2))
-            if sse < best_sse - 1e-15:
-                best, best_sse = coef, sse
-    ss_tot = float(np.sum((t - t.mean()) ** 2))
-    r2 = 1.0 - best_sse / ss_tot if ss_tot > 0 else 1.0
-    return CostFit(degree, tuple(float(c) / scale**k for k, c in enumerate(best)), r2, len(n))
-
-
 def fit_models(rows: pd.DataFrame) -> dict[str, dict[str, CostFit]]:
     """Per ``model`` of ``rows`` (columns ``model``, ``prompt_tokens``, ``median_s``), the linear
-    and quadratic cost models (``{"linear", "quadratic"}``) with non-negative coefficients
-    (:func:`fit_cost_nonnegative`)."""
+    and quadratic cost models (``{"linear", "quadratic"}``, :func:`guirl.analysis.cost.fit_cost_models`)."""
     out = {}
     for m, g in rows.groupby("model", sort=False):
-        n, t = g["prompt_tokens"].to_numpy(float), g["median_s"].to_numpy(float)
-        out[str(m)] = {"linear": fit_cost_nonnegative(n, t, 1), "quadratic": fit_cost_nonnegative(n, t, 2)}
+        out[str(m)] = fit_cost_models(g["prompt_tokens"].to_numpy(float), g["median_s"].to_numpy(float))
     return out
 
 
@@ -381,7 +363,7 @@ def plot_step_time(rows: pd.DataFrame, fits: Mapping[str, Mapping[str, CostFit]]
 
 def rollout_token_table(logs: Mapping[tuple[str, str], pd.DataFrame], *, skip_first: int = 0) -> pd.DataFrame:
     """Token numbers of real RL rollouts: one row per ``(method, history)`` RL log
-    (:func:`guirl.ccpo_study.rl_log`), means over its steps after ``skip_first``: ``prompt_tokens``
+    (:func:`guirl.studies.shared.rl_runs.rl_log`), means over its steps after ``skip_first``: ``prompt_tokens``
     (as trained), ``prompt_tokens_full`` (the same prompts with whole history screenshots),
     ``compression_pct`` (``100 (1 - tokens / full)``, the method's own history compression),
     ``image_tokens`` and ``step_seconds``; ``steps`` counts the steps averaged."""
@@ -468,3 +450,373 @@ def action_token_table(
             row[tok_name] = tokens_per_action(ok, name, tok, ctx=ctx) if ok else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- notebook 05's flow
+@dataclass
+class Inputs:
+    """What notebook 05 measures on: the run config, the ``device``, the pixel budget of each
+    screen kind (``budgets``: ``MiniGUI`` at ``model.max_pixels``, ``AndroidControl`` at
+    ``analysis.large_screen_max_pixels``), notebook 02's RL results of every
+    ``(role, history)`` of ``analysis.histories`` (``rl``), the test splits, the episodes of the
+    token table on each screen kind (``screens``: ``(episodes, image_root)``) and a processor per
+    screen kind (``procs``)."""
+
+    cfg: Config
+    device: str
+    budgets: dict[str, int]
+    rl: dict[tuple[str, str], dict[str, Any]]
+    splits: dict[str, Any]
+    screens: dict[str, tuple[list[Any], Path]]
+    procs: dict[str, Any]
+
+
+def setup(cfg: Config) -> Inputs:
+    """Notebook 05's inputs (:class:`Inputs`). Sets torch's CPU threads to ``runtime.threads``
+    when it is set (05's experiment file sets 1: every timing of a shared machine runs on one
+    thread; a GPU is unaffected). Needs 02's RL stages (``make nb-02_ccpo_rl``)."""
+    from guirl.models import load_processor
+    from guirl.paths import cache_dir
+    from guirl.prompts import prompt_spec
+    from guirl.studies.shared.inputs import eval_splits, upstream_result
+    from guirl.studies.shared.rl_runs import RL_METHODS, stage_name
+
+    if cfg.runtime.threads is not None:
+        torch.set_num_threads(cfg.runtime.threads)
+    a, m = cfg.analysis, cfg.model
+    budgets = {"MiniGUI": m.max_pixels, "AndroidControl": a.large_screen_max_pixels or m.max_pixels}
+    rl = {(r, h): upstream_result(cfg, "02_ccpo_rl", stage_name(r, h)) for r in RL_METHODS for h in a.histories}
+    splits = eval_splits(cfg)
+    test = splits["test_in_domain"]
+    # only the episodes whose steps the token table reads (the first token_steps steps with a full history)
+    episodes = episodes_for_steps(test.episodes, a.token_steps, max(prompt_spec(cfg, h).n_history for h in a.histories))
+    large, large_root = rescale_screens(episodes, test.image_root, a.large_screen, cache_dir() / "05_screens")
+    screens = {"MiniGUI": (episodes, Path(test.image_root)), "AndroidControl": (large, large_root)}
+    procs = {
+        s: load_processor(rl[("ccpo", a.histories[0])]["final"], min_pixels=m.min_pixels, max_pixels=b)
+        for s, b in budgets.items()
+    }
+    return Inputs(cfg, cfg.runtime.device, budgets, rl, splits, screens, procs)
+
+
+def setting_prompts(inp: Inputs) -> dict[tuple[str, str, str], list[Any]]:
+    """``{(screen, history, side): prompts}``: the first ``analysis.token_steps`` test steps with a
+    full history of each ``analysis.histories`` setting, on each screen kind, with the full
+    history and with CASC's (at that screen's pixel budget)."""
+    from guirl.methods.ccpo.history import inference_history
+    from guirl.prompts import prompt_spec
+
+    cfg, a, m = inp.cfg, inp.cfg.analysis, inp.cfg.model
+    return {
+        (s, h, side): history_step_prompts(
+            eps,
+            prompt_spec(cfg, h),
+            min_pixels=m.min_pixels,
+            max_pixels=inp.budgets[s],
+            image_root=root,
+            n_steps=a.token_steps,
+            history_builder=inference_history(cfg, max_pixels=inp.budgets[s]) if side == "CASC" else None,
+        )
+        for s, (eps, root) in inp.screens.items()
+        for h in a.histories
+        for side in SIDES
+    }
+
+
+def tokens_table(inp: Inputs, prompts: Mapping[tuple[str, str, str], Sequence[Any]]) -> pd.DataFrame:
+    """Mean prompt / visual tokens and images per prompt of each setting of :func:`setting_prompts`."""
+    return pd.DataFrame(
+        [
+            {
+                "screen": s,
+                "history": h,
+                "side": side,
+                "steps": len(ps),
+                **token_table(inp.procs[s], ps).mean().to_dict(),
+            }
+            for (s, h, side), ps in prompts.items()
+        ]
+    )
+
+
+def setting_batches(
+    inp: Inputs, prompts: Mapping[tuple[str, str, str], Sequence[Any]]
+) -> dict[tuple[str, str, str], dict[str, torch.Tensor]]:
+    """One training batch per setting (its first prompt, :func:`prompt_batch`) on the device."""
+    return {k: prompt_batch(inp.procs[k[0]], ps[:1], device=inp.device) for k, ps in prompts.items()}
+
+
+def model_builders(inp: Inputs) -> dict[str, Callable[[], Any]]:
+    """``{name: build()}`` of the profiled models, smallest first: ``tiny`` (02's CCPO model of the
+    first history setting; loaded once) and the random-weight architectures of :func:`model_specs`
+    (the mid model on CPU; also 3B and 7B in bf16 on CUDA)."""
+    from guirl.analysis.profiling import random_model
+    from guirl.models import load_trained
+    from guirl.paths import configs_dir
+
+    cfg, m = inp.cfg, inp.cfg.model
+    loaded: dict[str, Any] = {}
+
+    def tiny() -> Any:
+        if "tiny" not in loaded:
+            src = inp.rl[("ccpo", cfg.analysis.histories[0])]
+            loaded["tiny"], _ = load_trained(src, min_pixels=m.min_pixels, max_pixels=m.max_pixels, device=inp.device)
+        return loaded["tiny"]
+
+    specs = model_specs(inp.device, configs_dir() / "models")
+    return {"tiny": tiny} | {
+        name: (lambda p=path, d=dtype: random_model(p, inp.procs["MiniGUI"], dtype=d, device=inp.device))
+        for name, (path, dtype) in specs.items()
+    }
+
+
+def profile_rows(
+    inp: Inputs,
+    batches: Mapping[tuple[str, str, str], Mapping[str, torch.Tensor]],
+    models: Mapping[str, Callable[[], Any]],
+) -> pd.DataFrame:
+    """Forward + backward of one sample per setting and model (:func:`guirl.analysis.profiling.
+    profile_sweep`, ``analysis.warmup`` / ``analysis.repeats``, the settings of a model timed
+    round-robin); ``tiny`` on every screen kind, the architectures on ``analysis.architecture_screens``.
+    One row per (model, setting) with :data:`KEYS`, ``visual_tokens`` and the sweep's columns."""
+    from guirl.analysis.profiling import profile_sweep
+
+    a = inp.cfg.analysis
+    pad = inp.procs["MiniGUI"].tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    rows = []
+    for name, build in models.items():
+        model = build().train()
+        mine = {k: b for k, b in batches.items() if name == "tiny" or k[0] in a.architecture_screens}
+        swept = profile_sweep(
+            model,
+            {"/".join(k): b for k, b in mine.items()},
+            warmup=a.warmup,
+            repeats=a.repeats,
+            device=inp.device,
+            interleave=True,
+        )
+        for (s, h, side), row in zip(mine, swept):
+            visual = int((batches[(s, h, side)]["input_ids"] == pad).sum())
+            rows.append({"model": name, "screen": s, "history": h, "side": side, "visual_tokens": visual, **row})
+    return pd.DataFrame(rows)
+
+
+HEADLINE_COLUMNS = [
+    "history",
+    "prompt_tokens",
+    "compression_pct",
+    "step_s",
+    "speedup",
+    "ceiling",
+    "measured_over_ceiling",
+]
+
+
+def headline_table(sides: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The CASC rows of ``model`` on the AndroidControl-size screens (:func:`side_table`'s)."""
+    sel = sides[(sides["model"] == model) & (sides["screen"] == "AndroidControl") & (sides["side"] == "CASC")]
+    return sel[HEADLINE_COLUMNS]
+
+
+def latency_table(
+    inp: Inputs,
+    batches: Mapping[tuple[str, str, str], Mapping[str, torch.Tensor]],
+    models: Mapping[str, Callable[[], Any]],
+    sides: pd.DataFrame,
+) -> pd.DataFrame:
+    """CCPO Table 6 layout: greedy generation of ``analysis.latency_tokens`` tokens (first token
+    and per-token decode time, :func:`guirl.analysis.profiling.generation_latency`) of every model
+    on the longest history setting and the AndroidControl-size screens, beside :func:`side_table`'s
+    step cost, with ``_delta_pct`` columns against the full history."""
+    from guirl.analysis.profiling import generation_latency
+
+    a = inp.cfg.analysis
+    h_max = a.histories[-1]
+    rows = []
+    for name, build in models.items():
+        model = build().eval()
+        for side in SIDES:
+            lat = generation_latency(
+                model,
+                prompt_inputs(batches[("AndroidControl", h_max, side)]),
+                new_tokens=a.latency_tokens,
+                warmup=a.warmup,
+                repeats=a.repeats,
+                device=inp.device,
+            )
+            rows.append({"model": name, "screen": "AndroidControl", "history": h_max, "side": side, **lat.summary()})
+    merged = sides.merge(pd.DataFrame(rows), on=list(KEYS))
+    return with_deltas(merged, ["step_tflops", "per_token_s", "step_s"])
+
+
+#: CCPO's efficiency tables 05 fills, with their SO-RL and CCPO row patterns (``{h}``: the history).
+PAPER_EFFICIENCY_ROWS: dict[str, tuple[str, str]] = {
+    "Table 4": ("SO-RL-3B {h}", "CCPO-3B {h}"),
+    "Table 14": ("Qwen2.5VL-3B SO-RL {h}", "CCPO-3B {h}"),
+    "Table 15": ("Qwen2.5VL-7B SO-RL {h}", "CCPO-7B {h}"),
+    "Table 12": ("Qwen2.5VL-7B SO-RL {h}", "CCPO-7B {h}"),
+}
+_EFFICIENCY_COLUMNS = {
+    "Token length": "prompt_tokens",
+    "Compression rate": "compression_pct",
+    "Training time": "step_s",
+    "Training speedup": "speedup",
+    "Step time": "step_s",
+    "Step speedup": "speedup",
+}
+_TABLE6_COLUMNS = {
+    "Compute load": "step_tflops",
+    "Compute load delta": "step_tflops_delta_pct",
+    "Token latency": "per_token_s",
+    "Token latency delta": "per_token_s_delta_pct",
+    "Step latency": "step_s",
+    "Step latency delta": "step_s_delta_pct",
+}
+
+
+def paper_layouts(
+    inp: Inputs, sides: pd.DataFrame, latency: pd.DataFrame, model: str
+) -> list[tuple[str, pd.DataFrame, pd.DataFrame, str]]:
+    """``[(name, ours, paper rows, caption)]`` for ``Report.compare``: CCPO Tables 4, 14, 15 and 12
+    (training / step time and tokens; ``model``'s rows on the AndroidControl-size screens) and
+    Table 6 (compute load and latency, from :func:`latency_table`)."""
+    from guirl.papers import paper_results
+    from guirl.report import paper_cells
+
+    a = inp.cfg.analysis
+    paper = paper_results("ccpo")
+    out = []
+    for table, (so, cc) in PAPER_EFFICIENCY_ROWS.items():
+        rows_map = {
+            pat.format(h=h): {"model": model, "screen": "AndroidControl", "history": h, "side": side}
+            for h in a.histories
+            for pat, side in ((so, "full"), (cc, "CASC"))
+        }
+        ref = paper[(paper["table"] == table) & paper["row"].isin(rows_map)]
+        out.append(
+            (
+                f"{table.lower().replace(' ', '')}_vs_paper",
+                paper_cells(sides, ref, rows=rows_map, columns=_EFFICIENCY_COLUMNS),
+                ref,
+                f"CCPO {table} vs ours: {model} architecture, AndroidControl screens, one sample's forward + backward",
+            )
+        )
+    t6 = {"SO-RL": {"model": model, "side": "full"}, "CCPO": {"model": model, "side": "CASC"}}
+    ref6 = paper[paper["table"] == "Table 6"]
+    out.append(
+        (
+            "table6_vs_paper",
+            paper_cells(latency, ref6, rows=t6, columns=_TABLE6_COLUMNS, scale={"Token latency": 1e3}),
+            ref6,
+            f"CCPO Table 6 vs ours ({model}, {a.histories[-1]}, AndroidControl-size screens; compute load: counted "
+            "TFLOPs of one sample's step; token latency in ms)",
+        )
+    )
+    return out
+
+
+def rl_rollout_tokens(inp: Inputs) -> pd.DataFrame:
+    """:func:`rollout_token_table` of notebook 02's RL logs (every role and history of ``inp.rl``)."""
+    from guirl.studies.shared.rl_runs import LABELS, rl_log
+
+    return rollout_token_table({(LABELS[r], h): rl_log(res) for (r, h), res in inp.rl.items()})
+
+
+def _inference_builder(cfg: Config, records: list[Any] | None = None):
+    """CASC at inference over the longest evaluated history (the builder of 02's Table 13 runs)."""
+    from guirl.methods.ccpo.history import inference_history
+
+    return inference_history(cfg, n_history=max(int(h[0]) for h in cfg.eval.histories), records=records)
+
+
+def table13_records(inp: Inputs) -> list[dict[str, Any]]:
+    """Prediction records of 02's CCPO model of each ``analysis.histories`` setting on the test
+    steps (``eval.study_max_test_steps`` per split), once with the full history (``"full
+    history"``) and once with the history cropped by CASC at inference (``"CASC"``)."""
+    from guirl.studies.shared import evaluation as ev
+
+    cfg = inp.cfg
+    records: list[dict[str, Any]] = []
+    for h in cfg.analysis.histories:
+        policy = ev.eval_policy(cfg, inp.rl[("ccpo", h)])
+        records += ev.evaluation_grid(cfg, {"full history": policy}, inp.splits, histories=[h], study=True)
+        records += ev.evaluation_grid(
+            cfg, {"CASC": policy}, inp.splits, histories=[h], history_builder=_inference_builder(cfg), study=True
+        )
+    return records
+
+
+def table13(inp: Inputs, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """CCPO Table 13 layout: per history setting and side, mean prompt tokens, prefill TFLOPs of
+    each architecture (tiny, mid, 3B, 7B; :func:`inference_table`) on the evaluated in-domain
+    prompts, and the step SR (%, in-domain) of :func:`table13_records`."""
+    from guirl.paths import configs_dir
+    from guirl.prompts import prompt_spec
+    from guirl.studies.shared import evaluation as ev
+
+    cfg, m = inp.cfg, inp.cfg.model
+    test = inp.splits["test_in_domain"]
+    tiny = model_builders(inp)["tiny"]()
+    archs = {"tiny": tiny.config} | {
+        n: architecture_config(configs_dir() / "models" / f"qwen2.5-vl-{n.lower()}", inp.procs["MiniGUI"])
+        for n in ("mid", "3B", "7B")
+    }
+    evaluated = {
+        (h, side): history_step_prompts(
+            test.episodes,
+            prompt_spec(cfg, h),
+            min_pixels=m.min_pixels,
+            max_pixels=m.max_pixels,
+            image_root=test.image_root,
+            n_steps=cfg.eval.test_steps(study=True),
+            history_builder=_inference_builder(cfg) if side == "CASC" else None,
+        )
+        for h in cfg.analysis.histories
+        for side in SIDES
+    }
+    t13 = inference_table(inp.procs["MiniGUI"], evaluated, archs)
+    sr = ev.step_metrics(cfg, list(records))
+    sides = {"full history": "full", "CASC": "CASC"}
+    in_domain = sr[sr["split"] == "test_in_domain"].assign(side=lambda d: d["model"].map(sides))
+    return t13.merge(in_domain[["history", "side", "SR"]], on=["history", "side"])
+
+
+#: Table 13's rows and the cells 05 fills.
+TABLE13_COLUMNS = {
+    "Token length": "prompt_tokens",
+    "Compression rate": "compression_pct",
+    "FLOPs": "tflops_7B",
+    "FLOPs reduction": "flops_reduction_7B",
+    "AITW": "SR",
+}
+
+
+def table13_vs_paper(inp: Inputs, t13: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(ours, paper rows)`` of CCPO Table 13 (7B, AITW): the SFT rows are our full-history rows,
+    the ``*`` rows our CASC rows."""
+    from guirl.papers import paper_results
+    from guirl.report import paper_cells
+
+    paper = paper_results("ccpo")
+    ref13 = paper[paper["table"] == "Table 13"]
+    hs = inp.cfg.analysis.histories
+    rows13 = {f"SFT-{h}": {"history": h, "side": "full"} for h in hs} | {
+        f"CCPO-{h}*": {"history": h, "side": "CASC"} for h in hs
+    }
+    return paper_cells(t13, ref13, rows=rows13, columns=TABLE13_COLUMNS), ref13
+
+
+def tokens_per_action(inp: Inputs) -> tuple[pd.DataFrame, int]:
+    """``(table, n)``: :func:`action_token_table` of the ``n`` in-domain test actions with the tiny
+    tokenizer and, when ``analysis.tokenizer_path`` is set, the Qwen2.5-VL tokenizer there."""
+    from transformers import AutoTokenizer
+
+    from guirl.prompts import format_context
+
+    test, m = inp.splits["test_in_domain"], inp.cfg.model
+    actions = [s.action for ep in test.episodes for s in ep.steps]
+    ctx = format_context(test.episodes[0].steps[0].screen_size, m.min_pixels, m.max_pixels)
+    tokenizers = {"tiny tokenizer": inp.procs["MiniGUI"].tokenizer}
+    if inp.cfg.analysis.tokenizer_path:
+        tokenizers["Qwen2.5-VL tokenizer"] = AutoTokenizer.from_pretrained(inp.cfg.analysis.tokenizer_path)
+    return action_token_table(actions, ctx, tokenizers), len(actions)

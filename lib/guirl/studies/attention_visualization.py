@@ -1,6 +1,10 @@
-"""Attention of a policy's action tokens on the screenshots of recorded test steps (CCPO Figs. 4, 10-17).
+"""Notebook 06 (``06_attention_visualization``): attention of a policy's action tokens on the
+screenshots of recorded test steps (CCPO Figs. 4, 10-17), for 01's SFT model and 02's SO-RL and
+CCPO models at one history setting.
 
-The pieces notebook 06 puts together, each usable alone:
+Notebook flow: :func:`models_to_compare` (which stages, with or without CASC at inference) ->
+:func:`probe_steps` -> :func:`attention_by_model` -> :func:`share_summary` / :func:`paired_shares`
+-> :func:`plot_shares` / :func:`plot_attention_overlays`. The pieces, each usable alone:
 
 * :func:`attention_steps`: the test steps to look at, each with its prompt as one model sees it
   (the full ground-truth history, or the history rewritten by a hook such as CASC at inference)
@@ -32,7 +36,8 @@ The pieces notebook 06 puts together, each usable alone:
   by CASC) is an empty panel.
 
 ROI records are duck-typed (``step``, ``roi_px``, ``view_size``, ``kind``: the fields of
-:class:`guirl.methods.ccpo.progressive.ROIRecord`), so this kernel never imports a method.
+:class:`guirl.methods.ccpo.progressive.ROIRecord`); the CASC builder that writes them is
+:func:`guirl.methods.ccpo.history.inference_history`.
 """
 
 from __future__ import annotations
@@ -69,6 +74,12 @@ __all__ = [
     "example_step",
     "overlay_grid",
     "plot_attention_overlays",
+    "HISTORY",
+    "MODELS",
+    "models_to_compare",
+    "probe_steps",
+    "attention_by_model",
+    "plot_shares",
 ]
 
 #: Annotated action types whose target box is where the action lands (the ``box_share`` steps).
@@ -447,3 +458,120 @@ def plot_attention_overlays(
         data["models"][name] = {"panels": panels, "shares": att.shares, "output": att.text}
     fig.tight_layout()
     return fig, data
+
+
+# ----------------------------------------------------------------------------- notebook 06's flow
+#: The history setting of CCPO Figs. 4, 10-17 (three history screenshots).
+HISTORY = "3AO"
+#: Model name -> (stage, whether its history is cropped by CASC as at inference).
+MODELS: dict[str, tuple[str, bool]] = {
+    "SFT": ("SFT", False),
+    "SO-RL": ("SO-RL", False),
+    "CCPO": ("CCPO", True),
+    "CCPO (full history)": ("CCPO", False),
+}
+
+
+def models_to_compare(cfg: Any, history: str = HISTORY) -> dict[str, dict[str, Any]]:
+    """``{stage: result.json}`` of the stages :data:`MODELS` reads: 01's main SFT agent and 02's
+    SO-RL and CCPO models at ``history`` (clear errors naming ``make nb-01_sft`` /
+    ``make nb-02_ccpo_rl`` when they have not run)."""
+    from guirl.studies.shared.inputs import upstream_result
+    from guirl.studies.shared.rl_runs import stage_name
+
+    return {
+        "SFT": upstream_result(cfg, "01_sft", "sft"),
+        "SO-RL": upstream_result(cfg, "02_ccpo_rl", stage_name("semi_online", history)),
+        "CCPO": upstream_result(cfg, "02_ccpo_rl", stage_name("ccpo", history)),
+    }
+
+
+def probe_steps(cfg: Any, *, crop_history: bool, history: str = HISTORY) -> list[AttentionStep]:
+    """The first ``analysis.attention_steps`` steps of each test split at ``history`` (full history,
+    or cropped by CASC at inference), each image with its relevant region (:func:`attention_steps`;
+    the ROIs of the history screenshots come from the same CASC builder's records)."""
+    from guirl.methods.ccpo.history import inference_history
+    from guirl.prompts import prompt_spec
+    from guirl.studies.shared.inputs import eval_splits
+
+    spec = prompt_spec(cfg, history)
+    out: list[AttentionStep] = []
+    n_history = max(int(h[0]) for h in cfg.eval.histories)
+    for split, sp in eval_splits(cfg).items():
+        records: list[Any] = []
+        builder = inference_history(cfg, n_history=n_history, records=records)
+        out += attention_steps(
+            sp.episodes,
+            spec,
+            split=split,
+            image_root=sp.image_root,
+            min_pixels=cfg.model.min_pixels,
+            max_pixels=cfg.model.max_pixels,
+            roi_builder=builder,
+            roi_records=records,
+            crop_history=crop_history,
+            max_steps=cfg.analysis.attention_steps,
+        )
+    return out
+
+
+def attention_by_model(
+    cfg: Any,
+    results: Mapping[str, Mapping[str, Any]],
+    steps: Mapping[bool, Sequence[AttentionStep]],
+    models: Mapping[str, tuple[str, bool]] = MODELS,
+) -> dict[str, list[StepAttention]]:
+    """Every model of ``models`` (one in memory at a time) on its steps (``steps[crop]``):
+    :func:`attention_over_steps` with ``eval.max_new_tokens`` and ``analysis.attention_layers``."""
+    from guirl.models import load_trained
+
+    out = {}
+    for name, (stage, crop) in models.items():
+        net, processor = load_trained(
+            dict(results[stage]),
+            min_pixels=cfg.model.min_pixels,
+            max_pixels=cfg.model.max_pixels,
+            dtype=cfg.model.torch_dtype,
+            device=cfg.runtime.device,
+        )
+        out[name] = attention_over_steps(
+            net,
+            processor,
+            steps[crop],
+            max_new_tokens=cfg.eval.max_new_tokens,
+            layers=cfg.analysis.attention_layers,
+            desc=name,
+        )
+        del net
+    return out
+
+
+def plot_shares(summary: pd.DataFrame, shares: Sequence[str] = ("box_share", "roi_share")):
+    """Bars of each share of :func:`share_summary` per model with its 95% interval; ``box_share``
+    with the box's share of the screen (chance) as a dashed line. Returns the figure."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, len(shares), figsize=(5 * len(shares), 3.2), squeeze=False)
+    for ax, share in zip(axes[0], shares):
+        df = summary[summary["share"] == share]
+        sns.barplot(data=df, x="model", y="mean", color=sns.color_palette()[0], ax=ax)
+        ax.errorbar(
+            range(len(df)),
+            df["mean"],
+            yerr=[df["mean"] - df["lo"], df["hi"] - df["mean"]],
+            fmt="none",
+            c="k",
+            capsize=4,
+        )
+        if share == "box_share":  # chance: the box's share of the screen's area
+            chance = summary[summary["share"] == "box_area"]["mean"].iloc[0]
+            ax.axhline(chance, ls="--", c="k", lw=1, label="box area (chance)")
+            ax.legend(fontsize=8)
+        ax.set_title(share)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,4 +1,4 @@
-"""Tests for guirl.evaluation: policies from a config, the offline evaluation grid, the Table 2 /
+"""Tests for guirl.studies.shared.evaluation: policies from a config, the offline evaluation grid, the Table 2 /
 gain / action-type tables and online evaluation over runs.
 
 The refactoring promise (same model -> same predictions and scores) is checked against a frozen
@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from guirl import evaluation as ev
 from guirl.actions.formats import get_format
 from guirl.config import load_config
 from guirl.data.splits import Split, load_splits
@@ -25,9 +24,9 @@ from guirl.env.export import build_minigui_dataset
 from guirl.metrics.records import PREDICTION_FIELDS, prediction_record
 from guirl.metrics.summary import summarize_online, summarize_steps
 from guirl.models import build_tiny_model, load_policy
-from guirl.prompts import PromptSpec, build_prompt, episode_step_prompt, format_context
+from guirl.prompts import PromptSpec, build_prompt, episode_step_prompt, format_context, prompt_spec
 from guirl.rollout import ONLINE_FIELDS, FunctionPolicy, HFPolicy, derive_seed, play_online
-from guirl.train.sft import prompt_spec
+from guirl.studies.shared import evaluation as ev
 
 MIN_PX, MAX_PX = 3136, 141120  # the tiny profile's pixel budget (configs/profiles/tiny.yaml)
 W, H = 280, 504  # MiniGUI screen (tiny profile)

@@ -35,9 +35,8 @@ from guirl.metrics.paired import difference_row, paired_difference, paired_matri
 from guirl.metrics.protocols import get_protocol
 from guirl.metrics.records import PREDICTION_FIELDS, prediction_record
 from guirl.metrics.summary import summarize_online, summarize_steps
-from guirl.prompts import PromptSpec
+from guirl.prompts import PromptSpec, prompt_spec
 from guirl.rollout import HFPolicy, HistoryBuilder, Policy, derive_seed, play_online, step_prompts
-from guirl.train.sft import prompt_spec
 
 __all__ = [
     "METRICS",
@@ -395,12 +394,14 @@ def accuracy_by_action_type(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 def plot_accuracy_by_action_type(by_type: pd.DataFrame):
     """Horizontal bars of step SR (%) per action type, one bar per model; returns the figure."""
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
-    piv = by_type.pivot(index="gt_type", columns="model", values="exact")
     fig, ax = plt.subplots(figsize=(6, 3))
-    piv.plot.barh(ax=ax)
+    sns.barplot(data=by_type, y="gt_type", x="exact", hue="model", orient="h", ax=ax)
     ax.set_xlabel("step SR (%)")
+    ax.set_ylabel("")
     ax.set_title("Accuracy by action type")
+    fig.tight_layout()
     return fig
 
 

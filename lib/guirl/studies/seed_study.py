@@ -1,16 +1,13 @@
-"""Notebook 01's SFT agents as functions, and training seeds as an axis (notebook 08).
+"""Notebook 08 (``08_seed_study``): training seeds as an axis of 01's agents.
 
-* :func:`train_agents`: grounding pre-training (``grounding.enabled``) and then every SFT agent
-  of :func:`guirl.workflow.sft_agents` (the main agent, the Low-level executor), each an
-  ``accelerate launch`` subprocess (:func:`guirl.train.launch.run_stage`; a finished stage is
-  reused, an interrupted one resumes). Notebook 01 calls it once; notebook 08 once per seed.
 * :func:`train_seeds` / :func:`seeded` / :func:`seed_start`: the training seeds of
   ``eval.n_train_seeds``, the run config at one of them and where it starts. A **training seed**
   re-draws what training draws: with ``eval.train_seed_scope: all`` the tiny model's random
   initial weights (``guirl.models.build_tiny_model(seed=...)``), the grounding and SFT data order
   (TRL's ``seed`` / ``data_seed``); with ``sft`` the SFT data order only, from notebook 01's
   grounding model. The data set, the test steps and evaluation stay those of the run's own
-  ``seed``, so every seed is scored on the same steps (a paired comparison).
+  ``seed``, so every seed is scored on the same steps (a paired comparison). Seed ``cfg.seed`` is
+  notebook 01's run; the others train with :func:`guirl.studies.shared.agents.train_agents`.
 * :func:`evaluate_seeds`: every agent of every seed (and optionally the zero-shot model) on the
   same test steps; records carry ``seed``.
 * :func:`evaluate_other_goal` / :func:`other_goal`: the same agents with each test episode's goal
@@ -18,19 +15,15 @@
   goal, it measures what reading the goal is worth to each agent.
 * :func:`seed_table`: step SR per (model, history, split) as the mean over seeds, the
   seed-to-seed standard deviation and a 95% two-way bootstrap interval over seeds and test steps
-  (:func:`guirl.metrics.paired.paired_difference` against 0).
-* :func:`paired_table`: differences between models paired over seeds and steps
-  (:func:`guirl.evaluation.paired_gain_table`); :func:`seed_conclusions`: the same per seed, and
-  whether each seed alone reaches the all-seed verdict.
-* Training length as an axis: :func:`checkpoint_curve` scores every checkpoint a stage kept
-  (``sft.save_total_limit: null`` keeps them all) on the same test steps, :func:`curve_table` /
-  :func:`plot_curve` give TM / GR / SR with 95% intervals against the optimizer step.
+  (:func:`guirl.metrics.paired.paired_difference` against 0), with a permutation test of the seed
+  spread; :func:`seed_targets`: the agents' in-domain mean and spread against stated targets.
+* :func:`seed_conclusions`: the paired comparisons per seed, and whether each seed alone reaches
+  the all-seed verdict; :func:`plot_seed_spread`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,80 +34,22 @@ import pandas as pd
 from guirl.config import Config
 from guirl.data.splits import Split, swap_goals
 from guirl.metrics.paired import paired_difference, paired_matrix, seed_spread_test
-from guirl.workflow import base_model_dir, sft_agents, upstream_result
+from guirl.studies.shared.agents import GROUNDING, sft_agents, zero_shot_source
+from guirl.studies.shared.inputs import base_model_dir, upstream_result
+from guirl.studies.shared.paired import PAIRED_COLUMNS, paired_table
 
 __all__ = [
-    "GROUNDING",
-    "PAIRED_COLUMNS",
-    "checkpoint_curve",
-    "checkpoint_steps",
-    "curve_table",
     "evaluate_other_goal",
     "evaluate_seeds",
     "other_goal",
-    "paired_table",
-    "plot_curve",
+    "plot_seed_spread",
     "seed_conclusions",
     "seed_start",
     "seed_table",
+    "seed_targets",
     "seeded",
-    "train_agents",
     "train_seeds",
-    "upstream_agents",
-    "zero_shot_source",
 ]
-
-#: Key of the grounding stage in :func:`train_agents`' result (agents are keyed by their name).
-GROUNDING = "grounding"
-
-
-def train_agents(
-    cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path, grounding: bool | None = None
-) -> dict[str, dict[str, Any]]:
-    """Train (or reuse) grounding and every SFT agent of ``cfg`` under ``run_dir``.
-
-    Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when it
-    trains), each a stage's ``result.json``. ``grounding`` (default ``grounding.enabled``): train
-    the grounding stage from ``base_model`` first; ``False`` where ``base_model`` is already a
-    grounding model (:func:`seed_start`). The agents start from the grounding model (else from
-    ``base_model``) and train in ``run_dir / agent.stage_dir``, side by side when
-    ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
-    from guirl.train.launch import run_stage, run_stages
-
-    out: dict[str, dict[str, Any]] = {}
-    start = Path(base_model)
-    if cfg.grounding.enabled if grounding is None else grounding:
-        out[GROUNDING] = run_stage(
-            cfg, "grounding", data_dir=data_dir, base_model=start, output_dir=run_dir / "grounding"
-        )
-        start = Path(out[GROUNDING]["final"])
-    agents = sft_agents(cfg)
-    jobs = [
-        dict(cfg=a.cfg, stage="sft", data_dir=data_dir, base_model=start, output_dir=run_dir / a.stage_dir)
-        for a in agents
-    ]
-    for agent, result in zip(agents, run_stages(jobs, parallel=cfg.runtime.parallel_stages)):
-        out[agent.name] = result
-    return out
-
-
-def zero_shot_source(stages: Mapping[str, Mapping[str, Any]]) -> str:
-    """What the SFT agents started from (the zero-shot model): the grounding model when there is
-    one, else the base model of the first agent."""
-    if GROUNDING in stages:
-        return str(stages[GROUNDING]["final"])
-    first = next(iter(stages.values()))
-    return str(first["base_model"])
-
-
-def upstream_agents(cfg: Config) -> dict[str, dict[str, Any]]:
-    """The stages notebook 01 trained at the run's own seed (under ``runs/<profile>/01_sft``),
-    keyed as :func:`train_agents` keys them; :func:`guirl.workflow.upstream_result`'s error
-    (naming the file and ``make nb-01_sft``) when 01 has not run."""
-    stages = ([(GROUNDING, "grounding")] if cfg.grounding.enabled else []) + [
-        (a.name, a.stage_dir) for a in sft_agents(cfg)
-    ]
-    return {name: upstream_result(cfg, "01_sft", folder) for name, folder in stages}
 
 
 def train_seeds(cfg: Config) -> list[int]:
@@ -127,12 +62,12 @@ def seed_start(cfg: Config, seed: int) -> dict[str, Any]:
     ``grounding`` keywords, by ``eval.train_seed_scope``.
 
     * ``"all"``: the seed re-draws everything training draws: the tiny model built with this seed
-      (:func:`guirl.workflow.base_model_dir`) and, when ``grounding.enabled``, its own grounding run.
+      (:func:`guirl.studies.shared.inputs.base_model_dir`) and, when ``grounding.enabled``, its own grounding run.
     * ``"sft"``: the seed re-draws SFT only: every seed starts from notebook 01's grounding model
       (the run's own seed; the base model itself without grounding). A paper profile's seed does
       this in either scope, since its base is one pretrained checkpoint and it has no grounding.
 
-    Seed ``cfg.seed`` is notebook 01's run in both scopes (:func:`upstream_agents`)."""
+    Seed ``cfg.seed`` is notebook 01's run in both scopes (:func:`guirl.studies.shared.agents.upstream_agents`)."""
     if cfg.eval.train_seed_scope == "all" or seed == cfg.seed:
         return {"base_model": base_model_dir(seeded(cfg, seed)), "grounding": cfg.grounding.enabled}
     if not cfg.grounding.enabled:
@@ -141,9 +76,10 @@ def seed_start(cfg: Config, seed: int) -> dict[str, Any]:
 
 
 def seeded(cfg: Config, seed: int) -> Config:
-    """``cfg`` with ``seed`` replaced (the training seed). Pass it to training only: the data set
-    and evaluation keep the run's own seed (``guirl.workflow.dataset_dir(cfg)``)."""
-    return cfg.model_copy(update={"seed": int(seed)})
+    """``cfg`` with ``seed`` replaced (the training seed; ``Config.replace``). Pass it to training
+    only: the data set and evaluation keep the run's own seed
+    (:func:`guirl.studies.shared.inputs.dataset_dir` of the run's config)."""
+    return cfg.replace({"seed": int(seed)})
 
 
 def evaluate_seeds(
@@ -158,8 +94,8 @@ def evaluate_seeds(
     """Prediction records of every agent (and, with ``zero_shot``, of the model it started from),
     for every training seed, on the same test steps (``eval.max_test_steps`` per split) at one
     ``history`` setting; each record carries ``seed``. Agents are prompted at their own
-    instruction level (their config from :func:`guirl.workflow.sft_agents`)."""
-    from guirl import evaluation as ev
+    instruction level (their config from :func:`guirl.studies.shared.agents.sft_agents`)."""
+    from guirl.studies.shared import evaluation as ev
 
     records: list[dict[str, Any]] = []
     agents = sft_agents(cfg)
@@ -263,25 +199,6 @@ def seed_table(
     return pd.DataFrame(rows)
 
 
-#: Columns of :func:`paired_table`.
-PAIRED_COLUMNS = ("A", "B", "split", "history", "A_SR", "B_SR", "diff", "lo", "hi", "resolved", "verdict")
-
-
-def paired_table(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    """Step SR of model ``B`` minus model ``A`` for each ``(A, B)`` of ``pairs`` and each (split,
-    history) both have, paired over the records' training seeds and test steps
-    (:func:`guirl.evaluation.paired_gain_table`): :data:`PAIRED_COLUMNS` plus ``n_seeds`` /
-    ``n_steps``. No pairs: an empty table with those columns."""
-    from guirl import evaluation as ev
-
-    columns = [*PAIRED_COLUMNS, "n_seeds", "n_steps"]
-    frames = [
-        ev.paired_gain_table(cfg, records, baseline=a, model=b).rename(columns={a: "A_SR", b: "B_SR"}).assign(A=a, B=b)
-        for a, b in pairs
-    ]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
-
-
 def seed_conclusions(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
     """Would one training seed alone reach the conclusion all seeds reach? :func:`paired_table` on
     each seed's records (interval over test steps only), with ``seed``, ``verdict_all_seeds``
@@ -310,91 +227,56 @@ def seed_conclusions(cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequ
     ]
 
 
-#: A training stage's checkpoint folder: ``checkpoint-<optimizer step>`` (transformers' naming).
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+#: Columns :func:`seed_targets` adds.
+TARGET_COLUMNS = ("mean_ok", "std_ok", "seeds_differ")
 
 
-def checkpoint_steps(stage_dir: Path) -> list[int]:
-    """Optimizer steps of the ``checkpoint-<step>`` folders in a training stage's output folder,
-    ascending. A stage keeps ``sft.save_total_limit`` of them (``null``: every ``save_steps``-th
-    step); none raises ``FileNotFoundError`` naming the folder."""
-    stage_dir = Path(stage_dir)
-    found = sorted(
-        int(m.group(1)) for p in stage_dir.glob("checkpoint-*") if p.is_dir() and (m := _CHECKPOINT.fullmatch(p.name))
-    )
-    if not found:
-        raise FileNotFoundError(
-            f"{stage_dir}: no checkpoint-<step> folder -- train the stage with sft.save_total_limit: null "
-            "(and sft.save_steps at the spacing wanted) to keep its checkpoints"
-        )
-    return found
-
-
-def checkpoint_curve(
-    cfg: Config,
-    stage_dir: Path,
-    splits: Mapping[str, Split],
+def seed_targets(
+    table: pd.DataFrame,
+    agents: Sequence[str],
     *,
-    history: str,
-    steps: Sequence[int] | None = None,
-    progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Prediction records of a stage's checkpoints (``steps``, default all of
-    :func:`checkpoint_steps`) on the same test steps (``eval.max_test_steps`` per split) at one
-    ``history`` setting, so checkpoints compare paired. ``cfg`` is the stage's own config (its
-    instruction level prompts the model). Each record carries ``step`` (the checkpoint's optimizer
-    step) and the model name ``"step <n>"``; a step the folder does not hold raises ``ValueError``
-    naming the folder and the steps it holds.
-
-    A checkpoint of a longer run is the model a run of ``n`` steps would give only where the
-    learning-rate schedule up to ``n`` does not depend on ``max_steps``: ``constant_with_warmup``
-    with the same warmup length (``sft.warmup_ratio`` is a fraction of ``max_steps``, rounded up:
-    0.07 of 280 and 0.0285714 of 700 are both 20 steps); cosine and linear decay differ."""
-    from guirl import evaluation as ev
-
-    stage_dir = Path(stage_dir)
-    kept = checkpoint_steps(stage_dir)
-    wanted = list(kept if steps is None else steps)
-    missing = [n for n in wanted if n not in kept]
-    if missing:
-        raise ValueError(f"{stage_dir}: no checkpoint at step(s) {missing}; it holds {kept}")
-    records: list[dict[str, Any]] = []
-    for n in wanted:
-        records += ev.evaluation_grid(
-            cfg,
-            {f"step {n}": lambda n=n: ev.eval_policy(cfg, stage_dir / f"checkpoint-{n}")},
-            splits,
-            histories=[history],
-            labels={"step": n},
-            progress=progress,
-        )
-    return records
+    mean_at_least: float,
+    std_at_most: float,
+    split: str = "test_in_domain",
+) -> pd.DataFrame:
+    """The ``agents``' rows of :func:`seed_table` on ``split`` against two targets: the mean step SR
+    over seeds at least ``mean_at_least`` (``mean_ok``) and the seed-to-seed standard deviation at
+    most ``std_at_most`` points (``std_ok``); ``seeds_differ``: the seed spread is more than the test
+    steps alone give (permutation ``seed_std_p`` < 0.05)."""
+    rows = table[(table["split"] == split) & table["model"].isin(list(agents))].assign(
+        mean_ok=lambda d: d["SR"] >= mean_at_least,
+        std_ok=lambda d: d["seed_std"] <= std_at_most,
+        seeds_differ=lambda d: d["seed_std_p"] < 0.05,
+    )
+    keep = ["model", "history", "SR", "seed_std", "seed_std_null", "seed_std_p", "half_width", *TARGET_COLUMNS]
+    return rows[keep].reset_index(drop=True)
 
 
-def curve_table(cfg: Config, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """TM / GR / SR (%) with 95% bootstrap bounds per (``step``, history, split) of
-    :func:`checkpoint_curve`'s records (:func:`guirl.evaluation.step_metrics`), sorted by split,
-    history and step."""
-    from guirl import evaluation as ev
-
-    table = ev.step_metrics(cfg, records, by=("step", "history", "split"))
-    return table.sort_values(["split", "history", "step"], kind="stable", ignore_index=True)
-
-
-def plot_curve(table: pd.DataFrame, metrics: Sequence[str] = ("SR", "TM", "GR")):
-    """One panel per (split, history) of :func:`curve_table`: each metric against the optimizer
-    step, with its 95% interval as a band; returns the figure."""
+def plot_seed_spread(table: pd.DataFrame, per_seed: pd.DataFrame, *, history: str):
+    """Step SR per training seed (grey points) and the mean over seeds with its 95% interval over
+    seeds and steps (black), one panel per split; ``table`` is :func:`seed_table`'s, ``per_seed``
+    the step metrics per ``(model, split, seed)``. Returns the figure."""
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
-    groups = list(table.groupby(["split", "history"], sort=False))
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.2), squeeze=False, sharey=True)
-    for ax, ((split, history), g) in zip(axes[0], groups):
-        for metric in metrics:
-            ax.plot(g["step"], g[metric], marker="o", label=metric)
-            ax.fill_between(g["step"], g[f"{metric}_lo"], g[f"{metric}_hi"], alpha=0.2)
-        ax.set_title(f"{split}, {history}")
-        ax.set_xlabel("optimizer step")
-    axes[0][0].set_ylabel("%")
-    axes[0][0].legend()
+    splits = list(dict.fromkeys(table["split"]))
+    names = list(dict.fromkeys(table["model"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.2), sharey=True, squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        pts = per_seed[per_seed["split"] == split]
+        sns.stripplot(data=pts, x="model", y="SR", order=names, color="0.55", size=5, jitter=0.08, ax=ax)
+        rows = table[table["split"] == split].set_index("model").loc[names]
+        ax.errorbar(
+            np.arange(len(names)) + 0.2,
+            rows["SR"],
+            yerr=[rows["SR"] - rows["SR_lo"], rows["SR_hi"] - rows["SR"]],
+            fmt="o",
+            color="black",
+            capsize=4,
+        )
+        ax.set_title(split)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", labelrotation=20)
+    axes[0][0].set_ylabel(f"step SR (%), {history}")
     fig.tight_layout()
     return fig

@@ -1,68 +1,50 @@
-"""Notebook 02's library: SO-RL vs CCPO from the High-level SFT checkpoints (CCPO Tables 2, 4, 5, 10,
-11, Figures 6 and 9, the ROI sample screens), so each notebook cell is a few lines.
+"""Notebook 02 (``02_ccpo_rl``): SO-RL vs CCPO from the High-level SFT model (CCPO Tables 2, 4, 5, 10,
+11, Figures 6 and 9, the ROI sample screens), so each notebook cell is a few library calls.
 
-* :func:`rl_stage_config` / :func:`run_rl_stage` / :func:`run_rl_grid`: one RL stage per
-  (method, history setting) on top of the SFT result of that history setting, through
-  :func:`guirl.train.launch.run_stage` and the one RL engine (``rl.method`` = ``semi_online`` or
-  ``ccpo``, the method's own reward, ``rl.histories = [history]``: one model per setting, as
-  CCPO reports CCPO-3B-1AO and -3AO separately).
-* :func:`rl_log` / :func:`rl_curves`: the per-step logs (reward and its components, KL, prompt
-  tokens, compression rate, step seconds) as data frames (reward / KL curves, Figure 9).
-* :func:`table4`: CCPO Table 4 measured side by side: mean prompt tokens per training sample,
-  compression rate (``1 - CCPO tokens / SO-RL tokens`` at the same history setting, Table 4's
-  definition, and the compression of CCPO's cropped history against the same prompts
-  uncompressed), seconds per RL step, the speedup SO-RL / CCPO, the ratio of prompt tokens and
-  the speedup a cost model fitted to the measured step times predicts (:func:`fit_cost_model`:
-  seconds per generated sample linear + quadratic in the prompt length; attention is what can
-  make the step-time ratio exceed the token ratio at long prompts).
-* :func:`reward_curve`: the distance reward of CCPO Figure 6 for a config.
-* :func:`optimized_inference_history`: CASC at test time (CCPO Table 13) as the
-  ``history_builder`` of :func:`guirl.evaluation.evaluate_offline` / ``evaluation_grid``.
-* :class:`RLRun` / :func:`main_runs` / :func:`ablation_runs` / :func:`run_rl_runs`: the grid
-  notebook 02 trains (SO-RL and CCPO per ``eval.histories`` setting; the ablations of Tables 5,
-  10 and 11 at ``ccpo.ablation_history``), :func:`rl_policies` their evaluation policies, and
-  :func:`ablation_table` / :func:`rollouts_table` the Table 5 / 10 / 11 layouts.
-* :func:`roi_samples` / :func:`plot_rois`: progressive rollouts of a policy on a few training
-  episodes and the history screenshots with the aggregated ROIs drawn on them.
+* :func:`main_runs` / :func:`ablation_runs`: the grid 02 trains as
+  :class:`~guirl.studies.shared.rl_runs.RLRun` records (SO-RL and CCPO per ``eval.histories``
+  setting; the ablations of Tables 5, 10 and 11 at ``ccpo.ablation_history``), run by
+  :func:`guirl.studies.shared.rl_runs.run_rl_runs` through the one RL engine.
+* :func:`fit_cost_model` / :func:`table4`: CCPO Table 4 measured side by side: mean prompt tokens
+  per training sample, compression rate (``1 - CCPO tokens / SO-RL tokens`` at the same history
+  setting, Table 4's definition, and the compression of CCPO's cropped history against the same
+  prompts uncompressed), seconds per RL step, the speedup SO-RL / CCPO, the ratio of prompt
+  tokens and the speedup the repository's cost model (:mod:`guirl.analysis.cost`, seconds per
+  generated sample against the prompt length) predicts.
+* :func:`reward_rise`, :func:`plot_curves`, :func:`plot_prompt_tokens`: whether RL moved the
+  reward, reward / KL curves, CCPO Figure 9.
+* :func:`ablation_table` / :func:`table10` / :func:`rollouts_table`: the Table 5 / 10 / 11 layouts.
+* :func:`reward_curve` / :func:`plot_reward_curve`: CCPO Figure 6; :func:`roi_samples` /
+  :func:`plot_rois`: progressive rollouts of a policy on a few training episodes and the history
+  screenshots with the aggregated ROIs drawn on them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from guirl.analysis.cost import CostFit, fit_cost
 from guirl.config import Config
+from guirl.studies.shared.paired import conclusions as _conclusions
+from guirl.studies.shared.paired import paired_table
+from guirl.studies.shared.rl_runs import LABELS, RL_METHODS, RLRun, rl_log, rl_stage_config
 
 __all__ = [
-    "RL_METHODS",
-    "LABELS",
-    "rl_stage_config",
-    "stage_name",
-    "run_rl_stage",
-    "run_rl_grid",
-    "rl_log",
-    "rl_curves",
-    "CostModel",
+    "main_runs",
+    "ablation_runs",
     "fit_cost_model",
     "table4",
     "reward_curve",
-    "optimized_inference_history",
     "roi_samples",
     "plot_rois",
-    "RLRun",
-    "main_runs",
-    "ablation_runs",
-    "run_rl_runs",
-    "rl_policies",
     "ablation_table",
     "rollouts_table",
-    "stage_summary",
     "plot_curves",
     "reward_rise",
     "paired_gains",
@@ -72,165 +54,20 @@ __all__ = [
     "plot_prompt_tokens",
 ]
 
-#: The two RL methods notebook 02 compares, in table order.
-RL_METHODS: tuple[str, ...] = ("semi_online", "ccpo")
-#: Row labels as the paper prints them.
-LABELS: dict[str, str] = {"semi_online": "SO-RL", "ccpo": "CCPO"}
-
-
-def _with(cfg: Config, updates: Mapping[str, Any]) -> Config:
-    """``cfg`` with dotted keys replaced (validated like a yaml file; sections created when absent)."""
-    data = cfg.to_dict()
-    for key, value in updates.items():
-        parts = key.split(".")
-        node = data
-        for p in parts[:-1]:
-            if node.get(p) is None:
-                node[p] = {}
-            node = node[p]
-        node[parts[-1]] = value
-    return type(cfg).model_validate(data)
-
-
-def rl_stage_config(cfg: Config, method: str, history: str, overrides: Mapping[str, Any] | None = None) -> Config:
-    """The config of one RL stage: ``rl.method = method``, ``rl.reward = null`` (the method's own
-    reward: UI-S1's for ``semi_online``, the ``ccpo`` section's for ``ccpo``), ``rl.histories =
-    [history]``, then ``overrides`` (dotted keys, e.g. ``{"ccpo.compress": "min"}`` for Table 10
-    or ``{"rl.group_size": 4}`` for Table 11)."""
-    if method not in ("grpo", *RL_METHODS):
-        from guirl.config import registry_names
-
-        if method not in registry_names("rl_method"):
-            raise ValueError(f"unknown RL method {method!r}; known: {', '.join(registry_names('rl_method'))}")
-    updates: dict[str, Any] = {"rl.method": method, "rl.reward": None, "rl.histories": [history]}
-    updates.update(overrides or {})
-    return _with(cfg, updates)
-
-
-def stage_name(method: str, history: str, tag: str = "") -> str:
-    """Folder / stage label of an RL stage, e.g. ``ccpo_3AO`` or ``ccpo_3AO_min``."""
-    return f"{method}_{history}" + (f"_{tag}" if tag else "")
-
-
-def _base_model(sft: Mapping[str, Any] | str | Path) -> Path:
-    """The model folder of an SFT result (``result.json`` content or a folder)."""
-    if isinstance(sft, Mapping):
-        return Path(sft["final"])
-    return Path(sft)
-
-
-def run_rl_stage(
-    cfg: Config,
-    method: str,
-    history: str,
-    *,
-    sft: Mapping[str, Any] | str | Path,
-    data_dir: Path,
-    run_dir: Path,
-    overrides: Mapping[str, Any] | None = None,
-    tag: str = "",
-    echo: bool = True,
-) -> dict[str, Any]:
-    """Train (or resume, or reuse) one RL stage from the SFT result ``sft`` of the same history
-    setting (CCPO A.1.2: RL continues from the SFT model) under ``run_dir/<stage_name>``; returns
-    its ``result.json`` (with the ``log`` path)."""
-    from guirl.train.launch import run_stage
-    from guirl.train.rl import RL_ENTRY
-
-    stage_cfg = rl_stage_config(cfg, method, history, overrides)
-    name = stage_name(method, history, tag)
-    return run_stage(
-        stage_cfg,
-        name,
-        data_dir=data_dir,
-        base_model=_base_model(sft),
-        output_dir=Path(run_dir) / name,
-        entry=RL_ENTRY,
-        echo=echo,
-    )
-
-
-def run_rl_grid(
-    cfg: Config,
-    sft: Mapping[str, Mapping[str, Any] | str | Path],
-    *,
-    data_dir: Path,
-    run_dir: Path,
-    methods: Sequence[str] = RL_METHODS,
-    histories: Sequence[str] | None = None,
-    echo: bool = True,
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """:func:`run_rl_stage` for every method x history setting (``histories``: the keys of ``sft``,
-    one SFT result per setting); ``{(method, history): result}``."""
-    histories = list(histories or sft)
-    missing = [h for h in histories if h not in sft]
-    if missing:
-        raise KeyError(f"no SFT result for history setting(s) {missing}; have {sorted(sft)}")
-    return {
-        (m, h): run_rl_stage(cfg, m, h, sft=sft[h], data_dir=data_dir, run_dir=run_dir, echo=echo)
-        for h in histories
-        for m in methods
-    }
-
-
-def rl_log(result: Mapping[str, Any] | str | Path) -> pd.DataFrame:
-    """The per-step log of an RL stage (its ``result.json`` content, the stage folder or the log
-    file) as a data frame, one row per step (``guirl.train.rl.LOG_FIELDS`` plus the method's)."""
-    from guirl.train.rl import LOG_FILE, read_log
-
-    if isinstance(result, Mapping):
-        path = Path(result["log"])
-    else:
-        path = Path(result)
-        if path.is_dir():
-            path = path / LOG_FILE
-    return pd.DataFrame(read_log(path))
-
-
-def rl_curves(
-    results: Mapping[tuple[str, str], Mapping[str, Any]], columns: Sequence[str] = ("reward", "kl")
-) -> pd.DataFrame:
-    """Long table ``method, history, step, <column>`` of several stages (reward / KL curves;
-    ``prompt_tokens`` for CCPO Figure 9)."""
-    frames = []
-    for (method, history), res in results.items():
-        df = rl_log(res)
-        keep = [c for c in columns if c in df]
-        part = df[["step", *keep]].copy()
-        part.insert(0, "history", history)
-        part.insert(0, "method", LABELS.get(method, method))
-        frames.append(part)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["method", "history", "step"])
-
 
 # ----------------------------------------------------------------------------- Table 4
-@dataclass(frozen=True)
-class CostModel:
-    """Seconds per generated sample of an RL step as ``a + b * L + c * L**2`` of the mean prompt
-    length ``L`` (tokens): a fixed cost, a cost linear in the tokens (MLP, projections, the
-    vision tower) and a quadratic one (attention). ``n_points``: the steps it was fitted on;
-    ``degree``: 2, or lower when the steps had too few distinct lengths (``b`` / ``c`` are then 0)."""
-
-    a: float
-    b: float
-    c: float
-    n_points: int
-    degree: int = 2
-
-    def seconds_per_sample(self, prompt_tokens: float) -> float:
-        return self.a + self.b * prompt_tokens + self.c * prompt_tokens**2
-
-
 def _usable_steps(df: pd.DataFrame, skip_first: int) -> pd.DataFrame:
     ok = df[(df["step"] > skip_first) & ~df["skipped"].astype(bool)]
     return ok[ok["prompt_tokens"].notna() & ok["step_seconds"].notna() & (ok["n_generated"] > 0)]
 
 
-def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1, lower_degree_ok: bool = False) -> CostModel:
-    """Least-squares :class:`CostModel` over the steps of several runs (each step: its
-    ``step_seconds / n_generated`` against its mean ``prompt_tokens``); steps ``<= skip_first``
-    (warm-up) and skipped steps are left out. Needs steps at 3 or more distinct lengths; with
-    ``lower_degree_ok`` (seconds-sized smoke runs) 2 lengths give a linear fit and 1 a constant."""
+def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1, lower_degree_ok: bool = False) -> CostFit:
+    """The repository's cost model (:func:`guirl.analysis.cost.fit_cost`: ``c0 + c1 L + c2 L^2``,
+    coefficients >= 0) of the seconds per generated sample of an RL step (its ``step_seconds /
+    n_generated``) against its mean prompt length ``L`` (``prompt_tokens``), over the steps of
+    several runs; steps ``<= skip_first`` (warm-up) and skipped steps are left out. Needs steps at
+    3 or more distinct lengths; with ``lower_degree_ok`` (seconds-sized smoke runs) 2 lengths give
+    a linear fit and 1 a constant."""
     pts = [_usable_steps(df, skip_first) for df in logs]
     data = pd.concat(pts, ignore_index=True) if pts else pd.DataFrame()
     distinct = 0 if data.empty else int(data["prompt_tokens"].nunique())
@@ -240,13 +77,9 @@ def fit_cost_model(logs: Iterable[pd.DataFrame], *, skip_first: int = 1, lower_d
             f"fit_cost_model needs steps at 3 or more distinct prompt lengths, got {len(data)} steps "
             f"with {distinct} lengths; run more RL steps"
         )
-    L = data["prompt_tokens"].to_numpy(float)
-    y = (data["step_seconds"] / data["n_generated"]).to_numpy(float)
-    scale = float(L.max())
-    X = np.stack([(L / scale) ** k for k in range(degree + 1)], axis=1)
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    full = [float(coef[k]) / scale**k if k <= degree else 0.0 for k in range(3)]
-    return CostModel(full[0], full[1], full[2], len(data), degree)
+    return fit_cost(
+        data["prompt_tokens"].to_numpy(float), (data["step_seconds"] / data["n_generated"]).to_numpy(float), degree
+    )
 
 
 def _run_stats(df: pd.DataFrame, skip_first: int) -> dict[str, float]:
@@ -272,7 +105,7 @@ def table4(
     *,
     baseline: str = "semi_online",
     skip_first: int = 1,
-    cost_model: CostModel | None = None,
+    cost_model: CostFit | None = None,
 ) -> pd.DataFrame:
     """CCPO Table 4 layout from RL logs measured side by side (same model, same data, same
     machine): one row per (method, history setting).
@@ -295,8 +128,8 @@ def table4(
         base = stats.get((baseline, history))
         if base is None:
             raise KeyError(f"no {baseline} run for history {history}: Table 4 compares against it at the same setting")
-        predicted = (base["generated"] * model.seconds_per_sample(base["tokens"])) / (
-            st["generated"] * model.seconds_per_sample(st["tokens"])
+        predicted = (base["generated"] * model.predict(base["tokens"])) / (
+            st["generated"] * model.predict(st["tokens"])
         )
         rows.append(
             {
@@ -327,38 +160,13 @@ def reward_curve(cfg: Config, distances: Sequence[float] | None = None) -> pd.Da
     a well-formed action of the right type, against the normalised distance to the target, for the
     ``ccpo`` section of ``cfg`` (its defaults when absent)."""
     from guirl.methods.ccpo.config import reward_config
+    from guirl.methods.ccpo.history import ccpo_section
     from guirl.methods.ccpo.reward import ccpo_distance_weight
-    from guirl.methods.ccpo.rl import ccpo_section
 
     rc = reward_config(ccpo_section(cfg))
     ds = list(distances) if distances is not None else list(np.linspace(0.0, 0.8, 161))
     acc = [ccpo_distance_weight(float(d), rc) for d in ds]
     return pd.DataFrame({"distance": ds, "r_acc": acc, "reward": [rc.alpha + rc.beta + rc.gamma * a for a in acc]})
-
-
-# ----------------------------------------------------------------------------- Table 13
-def optimized_inference_history(cfg: Config, *, records: list[Any] | None = None):
-    """CCPO's "optimized inference" (App. A.6.1, Table 13): a history hook for
-    :func:`guirl.evaluation.evaluate_offline` (``history_builder=``) that crops the history
-    screenshots around the points of the actions they show, with the ``ccpo`` section's
-    compression, margin and scroll rule and the model's pixel budget
-    (:func:`guirl.methods.ccpo.progressive.casc_inference_history`)."""
-    from guirl.methods.ccpo.progressive import casc_inference_history
-    from guirl.methods.ccpo.rl import ccpo_section
-
-    sec = ccpo_section(cfg)
-    if sec.compress == "none":
-        raise ValueError("ccpo.compress is 'none': optimized inference needs 'max' or 'min'")
-    return casc_inference_history(
-        min_pixels=cfg.model.min_pixels,
-        max_pixels=cfg.model.max_pixels,
-        policy=sec.compress,
-        margin=sec.margin_px,
-        min_size=sec.min_size_px,
-        scroll_is_coordinate=sec.scroll_is_coordinate,
-        n_history=max(int(h[0]) for h in cfg.eval.histories),
-        records=records,
-    )
 
 
 # ----------------------------------------------------------------------------- ROI sample screens
@@ -380,18 +188,18 @@ def roi_samples(
 
     from guirl.data.splits import load_splits
     from guirl.methods.ccpo.config import reward_config
+    from guirl.methods.ccpo.history import ccpo_section, training_history
     from guirl.methods.ccpo.reward import ccpo_match
-    from guirl.methods.ccpo.rl import ccpo_history, ccpo_section
     from guirl.models import load_model, load_processor, load_trained
+    from guirl.prompts import prompt_spec
     from guirl.rl.multiturn import episode_tasks, semi_online_rollout
     from guirl.rl.samples import RolloutArgs
     from guirl.rl.semi_online import SemiOnlineConfig
     from guirl.rollout import HFPolicy
-    from guirl.train.sft import prompt_spec
 
     stage_cfg = rl_stage_config(cfg, "ccpo", history)
     m, rl = stage_cfg.model, stage_cfg.rl
-    builder = ccpo_history(stage_cfg, keep_records=True)
+    builder = training_history(stage_cfg, keep_records=True)
     if builder is None:
         raise ValueError("ccpo.compress is 'none': there are no ROIs to show")
     train = load_splits(data_dir)["train"]
@@ -444,22 +252,6 @@ def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, 
 
 
 # ----------------------------------------------------------------------------- notebook 02's grid
-@dataclass(frozen=True)
-class RLRun:
-    """One RL stage of notebook 02: ``method`` (``semi_online`` / ``ccpo``) at ``history`` with
-    dotted config ``overrides``; ``name`` is its stage folder and ``label`` its row in the tables."""
-
-    method: str
-    history: str
-    label: str
-    tag: str = ""
-    overrides: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def name(self) -> str:
-        return stage_name(self.method, self.history, self.tag)
-
-
 def main_runs(cfg: Config) -> list[RLRun]:
     """SO-RL and CCPO at every ``eval.histories`` setting (CCPO Tables 2 and 4), SO-RL first;
     labels ``SO-RL`` / ``CCPO`` (the history setting is a column of the tables)."""
@@ -471,7 +263,7 @@ def ablation_runs(cfg: Config) -> list[RLRun]:
     ``+CASC`` without the distance reward (Table 5, ``ccpo.distance_credit: false``), MIN-COMPRESS
     (Table 10, ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
     ``rl.group_size`` (Table 11; the main CCPO run is the ``rl.group_size`` row)."""
-    from guirl.methods.ccpo.rl import ccpo_section
+    from guirl.methods.ccpo.history import ccpo_section
 
     sec = ccpo_section(cfg)
     h = sec.ablation_history
@@ -489,45 +281,6 @@ def ablation_runs(cfg: Config) -> list[RLRun]:
     return runs
 
 
-def run_rl_runs(
-    cfg: Config,
-    runs: Sequence[RLRun],
-    *,
-    sft: Mapping[str, Any] | str | Path,
-    data_dir: Path,
-    run_dir: Path,
-    echo: bool = False,
-) -> dict[str, dict[str, Any]]:
-    """:func:`run_rl_stage` for each run (all from the same SFT result; a finished stage is
-    reused), with a progress bar; ``{run.name: result}``."""
-    from tqdm.auto import tqdm
-
-    out: dict[str, dict[str, Any]] = {}
-    bar = tqdm(runs, desc="RL stages")
-    for run in bar:
-        bar.set_postfix_str(run.name)
-        out[run.name] = run_rl_stage(
-            cfg,
-            run.method,
-            run.history,
-            sft=sft,
-            data_dir=data_dir,
-            run_dir=run_dir,
-            overrides=dict(run.overrides),
-            tag=run.tag,
-            echo=echo,
-        )
-    return out
-
-
-def rl_policies(cfg: Config, runs: Sequence[RLRun], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``{run.label: builder}`` for :func:`guirl.evaluation.evaluation_grid` (one model in memory
-    at a time)."""
-    from guirl.evaluation import eval_policy
-
-    return {run.label: (lambda r=results[run.name]: eval_policy(cfg, r)) for run in runs}
-
-
 def _metric_cells(steps: pd.DataFrame, model: str, history: str, split: str) -> dict[str, float]:
     row = steps[(steps["model"] == model) & (steps["history"] == history) & (steps["split"] == split)]
     if row.empty:
@@ -539,7 +292,7 @@ def _metric_cells(steps: pd.DataFrame, model: str, history: str, split: str) -> 
 def ablation_table(steps: pd.DataFrame, rows: Sequence[tuple[str, str]], *, history: str, split: str) -> pd.DataFrame:
     """CCPO Table 5 layout: TM / GR / SR (%) of each ``(label, model)`` row on one split and
     history setting, and the change against the row above (``... delta``, points); ``steps`` is
-    :func:`guirl.evaluation.step_metrics`' frame."""
+    :func:`guirl.studies.shared.evaluation.step_metrics`' frame."""
     out = []
     prev: dict[str, float] | None = None
     for label, model in rows:
@@ -574,24 +327,6 @@ def rollouts_table(
         row["overall"] = acc / n_tot if n_tot else math.nan
         out.append(row)
     return pd.DataFrame(out)
-
-
-def stage_summary(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per RL stage: steps, samples generated and trained, training seconds, and the
-    step it resumed from (``None``: trained from the start in this run or reused finished)."""
-    return pd.DataFrame(
-        [
-            {
-                "stage": name,
-                "steps": r.get("global_step"),
-                "generated": r.get("samples_generated"),
-                "trained": r.get("samples_trained"),
-                "seconds": r.get("train_seconds"),
-                "resumed_from": r.get("resumed_from"),
-            }
-            for name, r in results.items()
-        ]
-    )
 
 
 def plot_curves(curves: pd.DataFrame, columns: Sequence[str] = ("reward", "kl")):
@@ -649,38 +384,22 @@ def reward_rise(
     return pd.DataFrame(rows)
 
 
+#: Column names of :func:`paired_gains`: the two models and their step SR.
+GAIN_NAMES = ("baseline", "model")
+GAIN_SR_COLUMNS = ("baseline SR", "model SR")
+
+
 def paired_gains(
     cfg: Config, records: Sequence[dict[str, Any]], pairs: Sequence[tuple[str, str]], metric: str = "exact"
 ) -> pd.DataFrame:
-    """:func:`guirl.evaluation.paired_gain_table` for each ``(baseline, model)`` pair, stacked:
-    columns ``baseline``, ``model``, ``split``, ``history``, ``baseline SR`` / ``model SR`` (%),
-    ``diff`` / ``lo`` / ``hi`` (points), ``resolved``, ``verdict``, ``n_seeds``, ``n_steps``."""
-    from guirl.evaluation import paired_gain_table
-
-    frames = []
-    for base, model in pairs:
-        t = paired_gain_table(cfg, records, baseline=base, model=model, metric=metric)
-        t = t.rename(columns={base: "baseline SR", model: "model SR"})
-        t.insert(0, "model", model)
-        t.insert(0, "baseline", base)
-        frames.append(t)
-    return pd.concat(frames, ignore_index=True)
+    """:func:`guirl.studies.shared.paired.paired_table` of each ``(baseline, model)`` pair, with
+    the columns named ``baseline`` / ``model`` and ``baseline SR`` / ``model SR`` (%)."""
+    return paired_table(cfg, records, pairs, names=GAIN_NAMES, sr_columns=GAIN_SR_COLUMNS, metric=metric)
 
 
 def conclusions(gains: pd.DataFrame) -> str:
-    """One sentence per row of :func:`paired_gains`, worded only from its interval (``verdict``):
-    "higher" / "lower" when resolved, else "not resolved" with the interval."""
-    lines = []
-    for r in gains.to_dict(orient="records"):
-        where = f"{r['split']} {r['history']}"
-        span = f"{r['diff']:+.1f} points, 95% interval [{r['lo']:+.1f}, {r['hi']:+.1f}]"
-        if r["verdict"] == "B > A":
-            lines.append(f"{r['model']} has a higher step SR than {r['baseline']} on {where} ({span}).")
-        elif r["verdict"] == "B < A":
-            lines.append(f"{r['model']} has a lower step SR than {r['baseline']} on {where} ({span}).")
-        else:
-            lines.append(f"{r['model']} vs {r['baseline']} on {where}: not resolved ({span}).")
-    return "\n".join(lines)
+    """One sentence per row of :func:`paired_gains`, worded only from its interval."""
+    return _conclusions(gains, names=GAIN_NAMES)
 
 
 def table10(

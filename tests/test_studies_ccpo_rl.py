@@ -1,4 +1,4 @@
-"""Notebook 02's grid and tables (guirl.ccpo_study): which RL runs it trains, the reward-rise
+"""Notebook 02's grid and tables (guirl.studies.ccpo_rl, guirl.studies.shared.rl_runs): which RL runs it trains, the reward-rise
 check, paired gains and their wording, the Table 5 / 10 / 11 layouts and the paper cells."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from guirl import ccpo_study as cs
 from guirl.config import ConfigError, load_config
+from guirl.studies import ccpo_rl as cs
+from guirl.studies.shared import rl_runs as R
 
 
 def cfg_with(**ccpo):
@@ -21,8 +22,8 @@ def cfg_with(**ccpo):
 def test_main_runs_pair_so_rl_and_ccpo_per_history() -> None:
     cfg = load_config("tiny")
     runs = cs.main_runs(cfg)
-    assert [(r.method, r.history, r.label) for r in runs] == [
-        (m, h, cs.LABELS[m]) for h in cfg.eval.histories for m in ("semi_online", "ccpo")
+    assert [(r.role, r.history, r.label) for r in runs] == [
+        (m, h, R.LABELS[m]) for h in cfg.eval.histories for m in ("semi_online", "ccpo")
     ]
     assert [r.name for r in runs][:2] == [f"semi_online_{cfg.eval.histories[0]}", f"ccpo_{cfg.eval.histories[0]}"]
 
@@ -40,13 +41,13 @@ def test_ablation_runs(ccpo: dict, tags: list[str]) -> None:
     assert cfg.rl.group_size == 4
     runs = cs.ablation_runs(cfg)
     assert [r.tag for r in runs] == tags
-    assert all(r.method == "ccpo" and r.history == ccpo["ablation_history"] for r in runs)
+    assert all(r.role == "ccpo" and r.history == ccpo["ablation_history"] for r in runs)
     assert len({r.label for r in runs}) == len(runs)  # labels are model names in the tables
     by_tag = {r.tag: dict(r.overrides) for r in runs}
     if tags:
         assert by_tag["nocr"] == {"ccpo.distance_credit": False} and by_tag["min"] == {"ccpo.compress": "min"}
-        stage = cs.rl_stage_config(cfg, "ccpo", "1AO", by_tag["nocr"])
-        assert stage.ccpo.distance_credit is False and stage.rl.method == "ccpo"
+        stage = R.rl_stage_config(cfg, "ccpo", "1AO", by_tag["nocr"])
+        assert stage.ccpo.distance_credit is False and stage.rl.role == "ccpo"
 
 
 @pytest.mark.parametrize(

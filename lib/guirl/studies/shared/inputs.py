@@ -1,18 +1,18 @@
-"""Small resolvers shared by the notebooks: where the base model and the data of a run are.
-
-They only resolve and (for the offline defaults) build; they hold no experiment logic.
-:func:`sft_agents` names the SFT agents of notebook 01 (High-level main agent, Low-level executor);
-:func:`upstream_result` reads a stage another notebook trained.
+"""Where a run's inputs are: the base model, the prepared data, the test splits, and the stages
+other notebooks trained. They only resolve and (for the offline defaults) build; they hold no
+experiment logic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guirl.config import EXECUTOR_KEYS, Config
+from guirl.config import Config
+from guirl.data.splits import Split, load_splits
 from guirl.paths import data_dir
+
+__all__ = ["base_model_dir", "minigui_dir", "dataset_dir", "eval_splits", "upstream_result"]
 
 
 def base_model_dir(cfg: Config) -> Path:
@@ -73,49 +73,16 @@ def dataset_dir(cfg: Config, *, progress: bool = True) -> Path:
     return out
 
 
-#: Output folder (under ``runs/<profile>/01_sft``) of the SFT agent at each instruction level:
-#: the main agent (the level of ``sft.use_step_instruction``) is in ``sft``, where later notebooks
-#: look for it; the extra Low-level executor of ``sft.low_level_executor`` is in ``sft_low``.
-MAIN_SFT_DIR = "sft"
-LOW_EXECUTOR_DIR = "sft_low"
-
-
-@dataclass(frozen=True)
-class SFTAgent:
-    """One SFT agent of notebook 01: ``name`` (the model name in tables, e.g. ``"SFT (High)"``),
-    ``level`` (``"High"``: goal only; ``"Low"``: goal and step instruction, AndroidControl's two
-    settings), ``cfg`` (the run config at that level: prompts of training and evaluation follow
-    ``cfg.sft.use_step_instruction``) and ``stage_dir`` (its folder under ``01_sft``)."""
-
-    name: str
-    level: str
-    cfg: Config
-    stage_dir: str
-
-
-def instruction_level(use_step_instruction: bool) -> str:
-    """``"Low"`` with the step instruction in the prompt, ``"High"`` with the goal only."""
-    return "Low" if use_step_instruction else "High"
-
-
-def sft_agents(cfg: Config) -> list[SFTAgent]:
-    """The agents notebook 01 trains, main agent first: the one of ``sft.use_step_instruction``
-    (folder :data:`MAIN_SFT_DIR`), then, with ``sft.low_level_executor``, a Low-level executor
-    (folder :data:`LOW_EXECUTOR_DIR`) whose config differs only in ``sft.use_step_instruction`` and,
-    for each executor key that is set (``sft.low_level_max_steps``, ``low_level_batch_size``,
-    ``low_level_lr_scheduler_type``, ``low_level_learning_rate``; :data:`guirl.config.EXECUTOR_KEYS`),
-    in the main agent's key it replaces."""
-    main_level = instruction_level(cfg.sft.use_step_instruction)
-    agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
-    if cfg.sft.low_level_executor:
-        update: dict[str, Any] = {"use_step_instruction": True, "low_level_executor": False}
-        for key, main_key in EXECUTOR_KEYS.items():
-            update[key] = None
-            if getattr(cfg.sft, key) is not None:
-                update[main_key] = getattr(cfg.sft, key)
-        sft = cfg.sft.model_copy(update=update)
-        agents.append(SFTAgent("SFT (Low)", "Low", cfg.model_copy(update={"sft": sft}), LOW_EXECUTOR_DIR))
-    return agents
+def eval_splits(cfg: Config, *, only: list[str] | None = None) -> dict[str, Split]:
+    """The test splits of the run's prepared data (every split but ``train``), in file order;
+    ``only``: these names (a ``KeyError`` naming the splits there are when one is missing)."""
+    splits = {k: v for k, v in load_splits(dataset_dir(cfg)).items() if k != "train"}
+    if only is None:
+        return splits
+    missing = [name for name in only if name not in splits]
+    if missing:
+        raise KeyError(f"no test split {missing} in {dataset_dir(cfg)}; it has {sorted(splits)}")
+    return {name: splits[name] for name in only}
 
 
 def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:

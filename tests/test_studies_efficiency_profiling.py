@@ -1,4 +1,4 @@
-"""guirl.analysis.efficiency: inputs full vs CASC, side-by-side table, ceilings, paper cells."""
+"""guirl.studies.efficiency_profiling: inputs full vs CASC, side-by-side table, ceilings, paper cells."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 import torch
 from PIL import Image
 
-from guirl.analysis import efficiency as E
 from guirl.analysis.accounting import model_dims
-from guirl.analysis.profiling import fit_cost_models
+from guirl.analysis.cost import fit_cost_models
 from guirl.data.splits import load_splits
-from guirl.efficiency_study import casc_history
+from guirl.methods.ccpo.history import inference_history
 from guirl.models import build_tiny_model, load_processor
 from guirl.prompts import PromptSpec
+from guirl.studies import efficiency_profiling as E
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "configs" / "models"
@@ -115,7 +115,7 @@ def test_casc_history_has_fewer_visual_tokens_than_the_full_history(split, proce
     kw = dict(image_root=split.image_root, n_steps=4, **BUDGET)
     full = E.history_step_prompts(split.episodes, _spec(3), **kw)
     casc = E.history_step_prompts(
-        split.episodes, _spec(3), history_builder=casc_history(cfg, max_pixels=BUDGET["max_pixels"]), **kw
+        split.episodes, _spec(3), history_builder=inference_history(cfg, max_pixels=BUDGET["max_pixels"]), **kw
     )
     assert [(p.episode.episode_id, p.t) for p in full] == [(p.episode.episode_id, p.t) for p in casc]  # same steps
     tf, tc = E.token_table(processor, full), E.token_table(processor, casc)
@@ -136,7 +136,7 @@ def test_inference_table_compression_and_flop_reduction(split, processor) -> Non
     prompts = {
         ("1AO", "full"): E.history_step_prompts(split.episodes, _spec(1), **kw),
         ("1AO", "CASC"): E.history_step_prompts(
-            split.episodes, _spec(1), history_builder=casc_history(cfg, max_pixels=BUDGET["max_pixels"]), **kw
+            split.episodes, _spec(1), history_builder=inference_history(cfg, max_pixels=BUDGET["max_pixels"]), **kw
         ),
     }
     arch = {"7B": E.architecture_config(MODELS / "qwen2.5-vl-7b", processor)}
@@ -252,23 +252,3 @@ def test_action_token_table_counts_expressible_actions(split, processor) -> None
     t = E.action_token_table(actions, ctx, {"tiny": processor.tokenizer}, formats=["ccpo", "agentcpm"])
     assert t["format"].tolist() == ["ccpo", "agentcpm"]
     assert (t["actions"] <= len(actions)).all() and (t["actions"] > 0).all() and (t["tiny"] > 1).all()
-
-
-@pytest.mark.parametrize(
-    "tokens, seconds, degree, coef",
-    [
-        ([100, 200, 300], [1.5, 2.5, 3.5], 1, (0.5, 0.01)),  # exact line: the OLS solution is non-negative
-        ([100, 200, 300], [1.0, 2.0, 3.0], 2, (0.0, 0.01, 0.0)),  # through the origin, no curvature
-        ([100, 200, 300, 400], [3.0, 2.0, 2.0, 3.0], 1, (2.5, 0.0)),  # OLS slope 0, fine; intercept the mean
-        ([100, 200, 300, 400], [1.0, 3.0, 3.5, 3.6], 2, None),  # concave data: OLS c2 < 0, NNLS clamps it
-    ],
-)
-def test_fit_cost_nonnegative(tokens, seconds, degree, coef) -> None:
-    f = E.fit_cost_nonnegative(tokens, seconds, degree)
-    assert all(c >= 0 for c in f.coef) and f.degree == degree
-    if coef is not None:
-        assert np.allclose(f.coef, coef, atol=1e-9)
-    else:
-        assert f.coef[2] == 0.0 and f.predict(0.0) > 0  # the fit never predicts a negative step time
-    with pytest.raises(ValueError, match="distinct token counts"):
-        E.fit_cost_nonnegative([100, 100, 200], [1.0, 1.0, 2.0], 2)

@@ -1,5 +1,5 @@
-"""Tests for guirl.sft_study: training seeds (which seeds, what a seeded config changes), 01's
-stages read back, the zero-shot source, and the seed table (mean, seed std, two-way interval)."""
+"""Tests for guirl.studies.seed_study: training seeds (which seeds, what a seeded config changes), the
+seed table (mean, seed std, two-way interval), per-seed conclusions, what the goal is worth."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guirl import sft_study as ss
 from guirl.config import load_config
 from guirl.metrics.paired import paired_difference, seed_spread_test
+from guirl.studies import seed_study as ss
+from guirl.studies.shared.agents import sft_agents
+from guirl.studies.shared.paired import PAIRED_COLUMNS, paired_table
 
 
 @pytest.mark.parametrize(
@@ -69,49 +71,6 @@ def test_seed_start_sft_scope_names_01_when_it_has_not_run(tmp_path: Path, monke
 def test_seed_scope_is_validated() -> None:
     with pytest.raises(ValueError, match="train_seed_scope"):
         load_config("tiny", overrides=["eval.train_seed_scope=grounding"])
-
-
-@pytest.mark.parametrize(
-    ("grounding", "stages"),
-    [
-        (None, ["grounding", "sft", "sft_low"]),  # default: grounding.enabled (tiny: true) trains grounding first
-        (False, ["sft", "sft_low"]),  # the base is a grounding model already (scope sft): agents only
-    ],
-)
-def test_train_agents_grounding_flag(tmp_path: Path, monkeypatch, grounding, stages: list[str]) -> None:
-    from guirl.train import launch
-
-    ran: list[tuple[str, str]] = []  # (output folder, base model) of every stage, in order
-
-    def fake_stage(cfg, stage, *, data_dir, base_model, output_dir, **_):
-        ran.append((Path(output_dir).name, str(base_model)))
-        return {"final": str(Path(output_dir) / "final")}
-
-    monkeypatch.setattr(launch, "run_stage", fake_stage)
-    monkeypatch.setattr(launch, "run_stages", lambda jobs, parallel: [fake_stage(**j) for j in jobs])
-    out = ss.train_agents(
-        load_config("tiny"), data_dir=tmp_path, base_model=Path("B"), run_dir=tmp_path / "r", grounding=grounding
-    )
-    assert [name for name, _ in ran] == stages
-    first_agent = str(tmp_path / "r" / "grounding" / "final") if grounding is None else "B"
-    assert ran[-1][1] == ran[-2][1] == first_agent  # both agents start from the grounding model (else the base)
-    assert list(out) == (["grounding"] if grounding is None else []) + ["SFT (High)", "SFT (Low)"]
-
-
-def test_upstream_agents_reads_01s_stages_and_names_the_target(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
-    cfg = load_config("tiny")
-    run = tmp_path / "tiny" / "01_sft"
-    write_result(run / "grounding", final="g/final")
-    write_result(run / "sft", final="h/final", base_model="g/final")
-    with pytest.raises(FileNotFoundError, match=r"sft_low/result.json.*make nb-01_sft"):
-        ss.upstream_agents(cfg)  # the Low executor has not been trained
-    write_result(run / "sft_low", final="l/final", base_model="g/final")
-    stages = ss.upstream_agents(cfg)
-    assert list(stages) == ["grounding", "SFT (High)", "SFT (Low)"]
-    assert ss.zero_shot_source(stages) == "g/final"  # zero-shot = the grounding model
-    no_grounding = {"SFT (High)": {"final": "h/final", "base_model": "base"}}
-    assert ss.zero_shot_source(no_grounding) == "base"  # paper profiles: the pretrained model
 
 
 def recs(matrix: list[list[int]], model: str = "m", split: str = "s") -> list[dict]:
@@ -170,107 +129,12 @@ def pair_recs(seed_rows: dict[str, list[list[int]]]) -> list[dict]:
     return [r for model, matrix in seed_rows.items() for r in recs(matrix, model=model)]
 
 
-def test_paired_table_and_per_seed_conclusions() -> None:
-    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=200"])
-    # B beats A on every step of seed 0 and ties on seed 1
-    records = pair_recs({"A": [[0] * 30, [1] * 30], "B": [[1] * 30, [1] * 30]})
-    table = ss.paired_table(cfg, records, [("A", "B")])
-    assert list(table.columns) == [*ss.PAIRED_COLUMNS, "n_seeds", "n_steps"]
-    row = table.iloc[0]
-    assert (row["A_SR"], row["B_SR"], row["diff"]) == pytest.approx((50.0, 100.0, 50.0)) and row["n_seeds"] == 2
-    agree = ss.seed_conclusions(cfg, records, [("A", "B")])
-    assert agree["seed"].tolist() == [0, 1]
-    assert agree["verdict"].tolist() == ["B > A", "unresolved"]  # seed 1 alone sees no difference
-    assert agree["verdict_all_seeds"].tolist() == [row["verdict"]] * 2
-    assert agree["same_conclusion"].tolist() == [row["verdict"] == "B > A", row["verdict"] == "unresolved"]
-    assert ss.paired_table(cfg, records, []).empty  # no executor: no pairs, an empty table
-    assert ss.seed_conclusions(cfg, records, []).empty
-
-
-# ----------------------------------------------------------------------------- learning curves
-@pytest.mark.parametrize(
-    ("folders", "steps"),
-    [
-        (["checkpoint-140", "checkpoint-20", "checkpoint-700"], [20, 140, 700]),  # numeric order, not text order
-        (["checkpoint-50", "final", "checkpoint-x", "README.md"], [50]),  # other names are not checkpoints
-        (["checkpoint-5.tmp", "checkpoint-10"], [10]),  # a partial save's name is not a checkpoint
-    ],
-)
-def test_checkpoint_steps(tmp_path: Path, folders: list[str], steps: list[int]) -> None:
-    for name in folders:
-        (tmp_path / name).mkdir()
-    assert ss.checkpoint_steps(tmp_path) == steps
-
-
-def test_checkpoint_steps_names_the_folder_and_the_fix(tmp_path: Path) -> None:
-    (tmp_path / "checkpoint-3").write_text("a file, not a checkpoint folder")
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint-<step> folder.*sft.save_total_limit: null"):
-        ss.checkpoint_steps(tmp_path)
-
-
-def test_checkpoint_curve_scores_each_checkpoint_with_its_step(tmp_path: Path, monkeypatch) -> None:
-    from guirl import evaluation as ev
-
-    for n in (10, 20, 30):
-        (tmp_path / f"checkpoint-{n}").mkdir()
-    loaded: list[Path] = []
-    monkeypatch.setattr(ev, "eval_policy", lambda cfg, source: loaded.append(Path(source)) or str(source))
-
-    def grid(cfg, policies, splits, *, histories, labels, progress):
-        ((name, build),) = policies.items()
-        build()  # the grid builds each policy when its turn comes
-        return [{"model": name, "history": histories[0], "split": s, **labels} for s in splits]
-
-    monkeypatch.setattr(ev, "evaluation_grid", grid)
-    cfg = load_config("tiny")
-    recs = ss.checkpoint_curve(cfg, tmp_path, {"a": None, "b": None}, history="1AO", steps=[30, 10], progress=False)
-    assert [(r["model"], r["step"], r["split"]) for r in recs] == [
-        ("step 30", 30, "a"),
-        ("step 30", 30, "b"),
-        ("step 10", 10, "a"),
-        ("step 10", 10, "b"),
-    ]
-    assert loaded == [tmp_path / "checkpoint-30", tmp_path / "checkpoint-10"]
-    with pytest.raises(ValueError, match=r"no checkpoint at step\(s\) \[15\]; it holds \[10, 20, 30\]"):
-        ss.checkpoint_curve(cfg, tmp_path, {"a": None}, history="1AO", steps=[15], progress=False)
-    assert len(ss.checkpoint_curve(cfg, tmp_path, {"a": None}, history="1AO", progress=False)) == 3  # all by default
-
-
-def step_record(step: int, i: int, exact: bool) -> dict:
-    """A scored step of checkpoint ``step`` (a click, type matched, grounded when exact)."""
-    return {
-        "step": step,
-        "history": "1AO",
-        "split": "test_in_domain",
-        "episode_id": "e",
-        "step_id": i,
-        "parse_ok": True,
-        "type_match": True,
-        "grounding": exact,
-        "exact": exact,
-        "counted": True,
-    }
-
-
-def test_curve_table_is_one_row_per_step_in_step_order() -> None:
-    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=50"])
-    later = [step_record(200, i, i < 3) for i in range(4)]  # 3 of 4 right
-    earlier = [step_record(100, i, i < 1) for i in range(4)]  # 1 of 4 right
-    table = ss.curve_table(cfg, later + earlier)
-    assert table["step"].tolist() == [100, 200]
-    assert table["SR"].tolist() == pytest.approx([25.0, 75.0])
-    assert table["TM"].tolist() == pytest.approx([100.0, 100.0])
-    assert (table["SR_lo"] <= table["SR"]).all() and (table["SR"] <= table["SR_hi"]).all()
-    fig = ss.plot_curve(table)
-    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "test_in_domain, 1AO"
-
-
 # ----------------------------------------------------------------------------- what the goal is worth
 def test_evaluate_other_goal_swaps_goals_keeps_steps_and_labels(monkeypatch) -> None:
-    from guirl import evaluation as ev
     from guirl.actions import Action
     from guirl.data.schema import Episode, Step
     from guirl.data.splits import Split
+    from guirl.studies.shared import evaluation as ev
 
     step = Step(step_id=0, screenshot="s.png", screen_size=(10, 20), action=Action("wait"))
     eps = tuple(Episode(f"e{i}", f"goal {i}", (step,), "fixture", "test_in_domain") for i in range(5))
@@ -285,7 +149,7 @@ def test_evaluate_other_goal_swaps_goals_keeps_steps_and_labels(monkeypatch) -> 
 
     monkeypatch.setattr(ev, "evaluation_grid", grid)
     cfg = load_config("tiny")
-    names = [a.name for a in ss.sft_agents(cfg)]
+    names = [a.name for a in sft_agents(cfg)]
     stages = {seed: {n: {} for n in names} for seed in (0, 1)}  # agents only: no zero-shot model is needed
     recs = ss.evaluate_other_goal(cfg, stages, splits, history="1AO", progress=False)
     # every agent of every seed, labelled as the other-goal variant, with its seed
@@ -297,3 +161,20 @@ def test_evaluate_other_goal_swaps_goals_keeps_steps_and_labels(monkeypatch) -> 
     assert all(g != e.instruction for g, e in zip(goals, eps))  # no episode kept its own goal
     assert splits["test_in_domain"].episodes == eps  # the caller's split is untouched
     assert ss.other_goal("SFT (High)") != "SFT (High)"
+
+
+def test_paired_table_and_per_seed_conclusions() -> None:
+    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=200"])
+    # B beats A on every step of seed 0 and ties on seed 1
+    records = pair_recs({"A": [[0] * 30, [1] * 30], "B": [[1] * 30, [1] * 30]})
+    table = paired_table(cfg, records, [("A", "B")])
+    assert list(table.columns) == [*PAIRED_COLUMNS, "n_seeds", "n_steps"]
+    row = table.iloc[0]
+    assert (row["A_SR"], row["B_SR"], row["diff"]) == pytest.approx((50.0, 100.0, 50.0)) and row["n_seeds"] == 2
+    agree = ss.seed_conclusions(cfg, records, [("A", "B")])
+    assert agree["seed"].tolist() == [0, 1]
+    assert agree["verdict"].tolist() == ["B > A", "unresolved"]  # seed 1 alone sees no difference
+    assert agree["verdict_all_seeds"].tolist() == [row["verdict"]] * 2
+    assert agree["same_conclusion"].tolist() == [row["verdict"] == "B > A", row["verdict"] == "unresolved"]
+    assert paired_table(cfg, records, []).empty  # no executor: no pairs, an empty table
+    assert ss.seed_conclusions(cfg, records, []).empty
