@@ -434,3 +434,35 @@ def test_launched_stage_reads_the_deepspeed_file_from_any_directory(overlays, ds
         assert seen is None
     else:
         assert Path(seen).is_absolute() and Path(seen) == repo_root() / ds_file
+
+
+def test_records_stage_trains_on_a_studys_records(tiny_model, minigui, tmp_path):
+    # a study writes records (here: the SFT records of two episodes), a records stage trains on them;
+    # rewriting the file with other records trains again (the fingerprint reads the file's content)
+    from guirl.data.splits import load_splits
+    from guirl.prompts import prompt_spec
+    from guirl.train.data import sft_records, write_records
+    from guirl.train.launch import stage_fingerprint
+
+    cfg = load_config("tiny", overrides=["sft.max_steps=2", "sft.per_device_batch_size=2"])
+    train = load_splits(minigui)["train"]
+    recs = sft_records(
+        train.episodes[:2], [prompt_spec(cfg, "1AO")], image_root="train", min_pixels=3136, max_pixels=141120
+    )
+    path = write_records(tmp_path / "records.jsonl", recs)
+    stage = stage_of(cfg, "records", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "out", records=path)
+    result = run_stage(stage, echo=False)
+    assert result["global_step"] == 2 and result["n_records"] == len(recs)
+    before = stage_fingerprint(stage)
+    write_records(path, recs[:1])
+    assert stage_fingerprint(stage)["input_sha256"] != before["input_sha256"]
+
+
+def test_an_sft_stage_refuses_inputs_it_does_not_read(tiny_model, minigui, tmp_path):
+    cfg = load_config("tiny", overrides=["sft.max_steps=1"])
+    (tmp_path / "x.jsonl").write_text("")
+    stage = stage_of(
+        cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "o", records=tmp_path / "x.jsonl"
+    )
+    with pytest.raises(TrainingFailed, match="a sft stage reads no such input"):
+        run_stage(stage, echo=False)

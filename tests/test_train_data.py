@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,55 @@ def test_to_dataset_decodes_images(minigui12: Path) -> None:
 def test_to_dataset_empty_raises() -> None:
     with pytest.raises(ValueError, match="no training records"):
         to_dataset([])
+
+
+# ----------------------------------------------------------------------------- records files
+def _rec(images: list[str], placeholders: int | None = None) -> dict:
+    n = len(images) if placeholders is None else placeholders
+    user = {"role": "user", "content": [{"type": "image"}] * n + [{"type": "text", "text": "q"}]}
+    return {
+        "prompt": [user],
+        "completion": [{"role": "assistant", "content": [{"type": "text", "text": "a"}]}],
+        "images": images,
+        "kind": "plan",
+    }
+
+
+def test_records_round_trip_and_join_relative_images(tmp_path: Path) -> None:
+    from guirl.train.data import read_records, write_records
+
+    recs = [_rec(["train/a.png"]), _rec([]), _rec(["/abs/b.png", "train/c.png"])]  # text-only records are fine
+    path = write_records(tmp_path / "r" / "records.jsonl", recs)
+    back = read_records(path, image_root=tmp_path / "data")
+    assert [r["images"] for r in back] == [
+        [str(tmp_path / "data" / "train/a.png")],
+        [],
+        ["/abs/b.png", str(tmp_path / "data" / "train/c.png")],
+    ]
+    assert [r["kind"] for r in back] == ["plan"] * 3  # metadata columns survive
+    assert read_records(path)[0]["images"] == ["train/a.png"]  # no root: as written
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"prompt": [], "completion": []}, r"record 0: record lacks \['images'\]"),
+        (_rec(["a.png"], placeholders=2), "record 0: 2 image placeholders but 1 images"),
+        ({"prompt": "text", "completion": [], "images": []}, "lists of chat messages"),
+    ],
+)
+def test_write_records_refuses_bad_records_before_writing(tmp_path: Path, bad: dict, match: str) -> None:
+    from guirl.train.data import write_records
+
+    with pytest.raises(ValueError, match=match):
+        write_records(tmp_path / "r.jsonl", [bad])
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_read_records_names_the_file_and_line(tmp_path: Path) -> None:
+    from guirl.train.data import read_records
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(_rec([])) + "\n" + json.dumps({"prompt": []}) + "\n")
+    with pytest.raises(ValueError, match=rf"{path}:2: record lacks"):
+        read_records(path)

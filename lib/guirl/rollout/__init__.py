@@ -4,6 +4,9 @@
   :class:`HFPolicy` (batched, left-padded generation with a transformers model; greedy or
   sampled; also a frozen co-model) and :class:`FunctionPolicy` (answers from a function: scripted
   experts, test doubles).
+* :mod:`.agents`: :class:`Agent` (answers a batch of turns, one per running episode, with
+  per-episode state: multi-model agents such as planner + grounder), :class:`PolicyAgent` (one
+  policy as an agent) and :func:`agent_steps` (recorded steps answered by an agent).
 * :mod:`.online`: :func:`play_online`, lockstep MiniGUI episodes with the agent's own history.
 * :mod:`.offline`: :func:`step_prompts` (recorded steps with their ground-truth history) and
   :func:`rollout_recorded` (multi-turn rollouts over recorded episodes with ``decide`` and
@@ -12,6 +15,7 @@
 Loops take a ``Policy`` argument; nothing here reads a run config or names a paper.
 """
 
+from guirl.rollout.agents import Agent, AgentStep, PolicyAgent, RecordedStep, Turn, agent_steps, as_agent
 from guirl.rollout.offline import (
     Decide,
     Decision,
@@ -43,6 +47,13 @@ from guirl.rollout.policy import (
 
 __all__ = [
     "ONLINE_FIELDS",
+    "Agent",
+    "AgentStep",
+    "PolicyAgent",
+    "RecordedStep",
+    "Turn",
+    "agent_steps",
+    "as_agent",
     "Completion",
     "Decide",
     "Decision",

@@ -1,7 +1,8 @@
-"""Online episodes: a policy plays MiniGUI tasks from their first screen with its own history.
+"""Online episodes: a policy or an agent plays MiniGUI tasks from their first screen with its own
+history.
 
-All tasks advance in lockstep, so each turn is one batched :meth:`Policy.complete` call over the
-tasks still running. The prompt has the task's instruction, the agent's previous actions (with
+All tasks advance in lockstep, so each turn is one batched call over the tasks still running
+(:meth:`Policy.complete`, or :meth:`guirl.rollout.agents.Agent.act` for a multi-model agent). The prompt has the task's instruction, the agent's previous actions (with
 their screenshots in ``nAO`` mode) and the current screen; there is no step instruction online.
 An output that does not parse is a wasted turn (the screen does not change) and is shown in
 the history as its raw text (first 200 characters); a parsed action is shown re-written in the
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from guirl.actions.formats import get_format
-from guirl.prompts import PromptSpec, action_text, build_prompt, format_context
+from guirl.prompts import PromptSpec, format_context
+from guirl.rollout.agents import Agent, Turn, as_agent
 from guirl.rollout.policy import Policy, derive_seed
 
 __all__ = ["ONLINE_FIELDS", "play_online", "subgoal_rate"]
@@ -39,7 +41,7 @@ UNPARSABLE_HISTORY_CHARS = 200
 
 
 def play_online(
-    policy: Policy,
+    policy: Policy | Agent,
     tasks: Sequence[Any],
     spec: PromptSpec,
     *,
@@ -57,10 +59,13 @@ def play_online(
     """Play MiniGUI ``tasks`` (``guirl.env`` task objects) with ``policy``; one record per task.
 
     Args:
-        policy: answers one prompt per running task each turn (``n=1``).
+        policy: a :class:`Policy` (answers one prompt per running task each turn, ``n=1``) or an
+            :class:`~guirl.rollout.agents.Agent` (answers one :class:`~guirl.rollout.agents.Turn`
+            per running task; its per-task state starts afresh, keyed by the task id).
         tasks: the tasks; each gets its own ``width`` x ``height`` px phone.
-        spec: output format and history setting (``spec.use_step_instruction`` has no effect:
-            there is no step instruction online).
+        spec: history setting, and the output format of a policy (an agent's own
+            ``output_format`` is what its text is parsed with); ``spec.use_step_instruction``
+            has no effect: there is no step instruction online.
         max_turns: turn limit per task (the phone's step limit too).
         min_pixels, max_pixels: the processor's resize bounds (coordinates the model sees).
         do_sample, temperature, top_p: decoding (greedy by default).
@@ -70,16 +75,17 @@ def play_online(
         Records with :data:`ONLINE_FIELDS`: ``success`` (the task's check on the final state),
         ``subgoals_done`` / ``subgoals_total`` / ``subgoal_rate``, ``turns`` taken,
         ``n_unparsable`` outputs, ``n_invalid`` actions the phone rejected, ``actions`` (the
-        parsed actions as dicts, in order), in the order of ``tasks``.
+        parsed actions as dicts, in order), in the order of ``tasks``; an agent whose steps carry
+        ``info`` adds ``agent_info`` (one dict per turn).
     """
     from tqdm.auto import tqdm
 
     from guirl.env import MiniGUIEnv
 
-    fmt = get_format(spec.output_format)
+    agent = as_agent(policy, spec, min_pixels=min_pixels, max_pixels=max_pixels)
+    agent.reset([task.task_id for task in tasks])
+    fmt = get_format(agent.output_format)
     ctx = format_context((width, height), min_pixels, max_pixels)
-    sp = ctx.space("resized")
-    res = (sp.width, sp.height)  # the screen as the model sees it (system prompts may state it)
     envs, obs, hist, recs = [], [], [], []
     for task in tasks:
         env = MiniGUIEnv(width=width, height=height, render=True, max_steps=max_turns)
@@ -95,6 +101,7 @@ def play_online(
                 "n_unparsable": 0,
                 "n_invalid": 0,
                 "actions": [],
+                "agent_info": [],
                 "done": False,
             }
         )
@@ -102,16 +109,27 @@ def play_online(
         live = [i for i, r in enumerate(recs) if not r["done"]]
         if not live:
             break
-        prompts = [
-            build_prompt(tasks[i].instruction, hist[i], obs[i]["screenshot"], spec, None, resolution=res) for i in live
+        turns = [
+            Turn(
+                tasks[i].task_id,
+                tasks[i].instruction,
+                tuple(hist[i]),
+                obs[i]["screenshot"],
+                (width, height),
+                None,
+                turn,
+            )
+            for i in live
         ]
-        completions = policy.complete(
-            prompts, do_sample=do_sample, temperature=temperature, top_p=top_p, seed=derive_seed(seed, turn)
+        answers = agent.act(
+            turns, do_sample=do_sample, temperature=temperature, top_p=top_p, seed=derive_seed(seed, turn)
         )
-        for i, (completion, *_) in zip(live, completions):
-            text = completion.text
+        for i, answer in zip(live, answers, strict=True):
+            text = answer.text
             r = recs[i]
             r["turns"] += 1
+            if answer.info:
+                r["agent_info"].append(dict(answer.info))
             parsed = fmt.parse(text, ctx)
             if not parsed.ok:
                 r["n_unparsable"] += 1
@@ -119,7 +137,7 @@ def play_online(
                 continue
             a = parsed.action
             r["actions"].append(a.to_dict())
-            hist[i].append((action_text(a, spec, ctx) if fmt.can_format(a) else text, obs[i]["screenshot"]))
+            hist[i].append((fmt.format(a, ctx) if fmt.can_format(a) else text, obs[i]["screenshot"]))
             o, _, terminated, truncated, info = envs[i].step(a)
             obs[i] = o
             if info.get("invalid"):
@@ -133,7 +151,7 @@ def play_online(
         success = bool(task.check(env.state))
         out.append(
             {
-                **{k: v for k, v in r.items() if k != "done"},
+                **{k: v for k, v in r.items() if k != "done" and not (k == "agent_info" and not v)},
                 "success": success,
                 "subgoals_done": done,
                 "subgoals_total": len(status),

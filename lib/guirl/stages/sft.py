@@ -13,22 +13,25 @@ import argparse
 from pathlib import Path
 
 from guirl.config import load_config
-from guirl.train.sft import train
+from guirl.stages.rl import parse_inputs
+from guirl.train.sft import RECORDS_INPUT, SFT_STAGES, train
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, load the resolved config and train the stage; exit status 0."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
-    p.add_argument("--stage", required=True, choices=["grounding", "sft"])
+    p.add_argument("--stage", required=True, choices=list(SFT_STAGES))
     p.add_argument("--data-dir", required=True, type=Path)
     p.add_argument("--base-model", required=True, type=Path)
     p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--input", action="append", default=[], help="other named inputs: none for grounding / SFT")
+    p.add_argument("--input", action="append", default=[], help="NAME=FOLDER_OR_FILE (records: the records JSONL)")
     a = p.parse_args(argv)
-    if a.input:
-        p.error(f"--input {a.input[0]!r}: grounding and SFT stages read only --data-dir and --base-model")
-    train(load_config(a.config), a.stage, a.data_dir, a.base_model, a.output_dir)
+    inputs = parse_inputs(a.input)
+    extra = sorted(set(inputs) - ({RECORDS_INPUT} if a.stage == "records" else set()))
+    if extra:
+        p.error(f"--input {extra[0]}: a {a.stage} stage reads no such input (records stages read {RECORDS_INPUT!r})")
+    train(load_config(a.config), a.stage, a.data_dir, a.base_model, a.output_dir, inputs)
     return 0
 
 

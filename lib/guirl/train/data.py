@@ -129,6 +129,58 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+#: The keys every training record has (:func:`write_records` / :func:`read_records`).
+RECORD_KEYS = ("prompt", "completion", "images")
+
+
+def _check_record(rec: Any, where: str) -> None:
+    if not isinstance(rec, dict):
+        raise ValueError(f"{where}: a training record is a mapping, got {type(rec).__name__}")
+    missing = [k for k in RECORD_KEYS if k not in rec]
+    if missing:
+        raise ValueError(f"{where}: record lacks {missing}; a record has {list(RECORD_KEYS)} (and metadata)")
+    if not isinstance(rec["prompt"], list) or not isinstance(rec["completion"], list):
+        raise ValueError(f"{where}: prompt and completion are lists of chat messages")
+    n_placeholders = sum(
+        1 for m in rec["prompt"] for c in (m.get("content") or []) if isinstance(c, dict) and c.get("type") == "image"
+    )
+    if not isinstance(rec["images"], list) or n_placeholders != len(rec["images"]):
+        raise ValueError(f"{where}: {n_placeholders} image placeholders but {len(rec['images'])} images")
+
+
+def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> Path:
+    """Write training records (:func:`sft_records`' layout: ``prompt`` and ``completion`` chat
+    messages, ``images`` paths in placeholder order, plus metadata) as JSONL for a ``records``
+    stage (:mod:`guirl.train.sft`); image paths relative to the stage's data folder stay relative.
+    Each record is checked first (``ValueError`` naming its index); written to a temporary name
+    and renamed, so a reader never sees half a file. Returns the path."""
+    path = Path(path)
+    rows = []
+    for i, rec in enumerate(records):
+        _check_record(rec, f"record {i}")
+        rows.append(json.dumps({**rec, "images": [str(x) for x in rec["images"]]}, ensure_ascii=False))
+    if not rows:
+        raise ValueError(f"{path}: no training records to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_records(path: str | Path, *, image_root: str | Path | None = None) -> list[dict[str, Any]]:
+    """The records of a :func:`write_records` file; relative image paths are joined to
+    ``image_root``. A bad row raises ``ValueError`` naming the file and line."""
+    root = None if image_root is None else Path(image_root)
+    out = []
+    for i, rec in enumerate(read_jsonl(path), start=1):
+        _check_record(rec, f"{path}:{i}")
+        if root is not None:
+            rec["images"] = [str(p) if Path(p).is_absolute() else str(root / p) for p in rec["images"]]
+        out.append(rec)
+    return out
+
+
 def to_dataset(records: list[dict[str, Any]]):
     """A ``datasets.Dataset`` whose ``images`` column decodes to PIL images on access."""
     from datasets import Dataset, Image, List

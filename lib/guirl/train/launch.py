@@ -96,17 +96,20 @@ def stage_fingerprint(stage: Stage) -> dict[str, Any]:
     ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe
     (``sft.executor``: the executor trains with a config of its own that moves those values into
     the main keys, so they never change the stage they are set on), the stage name, the entry
-    module, the input folders and the base model. Two runs with equal fingerprints may share
-    checkpoints and results."""
+    module, the inputs (folders by path; a file input, such as a ``records`` stage's JSONL, also
+    by the sha256 of its content, so rewritten records train again) and the base model. Two runs
+    with equal fingerprints may share checkpoints and results."""
     config = {k: v for k, v in stage.cfg.to_dict().items() if k != "eval"}
     config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
     config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k != "executor"}
     inputs = {k: str(v.resolve()) for k, v in sorted(stage.inputs.items())}
+    contents = {k: hashlib.sha256(v.read_bytes()).hexdigest() for k, v in sorted(stage.inputs.items()) if v.is_file()}
     return {
         "stage": stage.name,
         "entry": stage.entry,
         "data_dir": inputs.pop(DATA_INPUT),
         "inputs": inputs,
+        "input_sha256": contents,
         "base_model": str(stage.base_model.resolve()),
         "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(),
         "config": config,
@@ -140,7 +143,9 @@ def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) ->
     if (
         old is not None
         and old.get("config_sha256") == fingerprint["config_sha256"]
-        and all(old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "inputs", "base_model"))
+        and all(
+            old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "inputs", "input_sha256", "base_model")
+        )
     ):
         return
     why = (

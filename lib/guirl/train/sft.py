@@ -14,6 +14,9 @@ Stages:
   Table 7: r=8, alpha=16, dropout=0.1; all parameters when ``lora.enabled`` is false, as in
   the tiny profile), loss on the completion only, on trajectory steps for every history
   setting of ``sft.histories``.
+* ``records``: the same training as ``sft`` on records a study wrote (:data:`RECORDS_INPUT`, a
+  JSONL of :mod:`guirl.train.data` records: a planner's plans, a coordinator's instructions, a
+  memory-carrying agent's steps), for what recorded trajectory steps alone do not give.
 
 The same script runs one CPU process or a multi-GPU DeepSpeed ZeRO-2 job (the DeepSpeed config
 comes from ``runtime.deepspeed_config``). Checkpoints go to ``<output-dir>/checkpoint-*``; a
@@ -35,16 +38,29 @@ if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its 
 
 RESULT_FILE = "result.json"
 FINAL_DIR = "final"
+#: The stage input of a ``records`` stage: the JSONL of training records (:func:`guirl.train.data.write_records`).
+RECORDS_INPUT = "records"
+#: What each stage trains on; ``records`` reads its records from the stage input of that name.
+SFT_STAGES = ("grounding", "sft", "records")
 
 
-def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any]]:
+def build_records(
+    cfg: Config, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
+) -> list[dict[str, Any]]:
     """Training records of ``stage`` from a prepared dataset folder (either layout of
-    :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only)."""
+    :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
+    the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
     from guirl.data.splits import load_splits
     from guirl.prompts import prompt_spec
-    from guirl.train.data import grounding_records, read_jsonl, sft_records
+    from guirl.train.data import grounding_records, read_jsonl, read_records, sft_records
 
     m = cfg.model
+    if stage not in SFT_STAGES:
+        raise ValueError(f"unknown SFT stage {stage!r}; known: {', '.join(SFT_STAGES)}")
+    if stage == "records":
+        if not inputs or RECORDS_INPUT not in inputs:
+            raise ValueError(f"a records stage needs the input {RECORDS_INPUT!r} (a JSONL of training records)")
+        return read_records(inputs[RECORDS_INPUT], image_root=data_dir)
     if stage == "grounding":
         rows = read_jsonl(data_dir / "grounding_train.jsonl")
         return grounding_records(
@@ -118,8 +134,16 @@ def training_args(cfg: Config, stage: str, output_dir: Path):
     )
 
 
-def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir: Path) -> dict[str, Any]:
-    """Run one stage to completion (resuming from the last checkpoint) and return its result."""
+def train(
+    cfg: Config,
+    stage: str,
+    data_dir: Path,
+    base_model: Path,
+    output_dir: Path,
+    inputs: dict[str, Path] | None = None,
+) -> dict[str, Any]:
+    """Run one stage to completion (resuming from the last checkpoint) and return its result;
+    ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file)."""
     import torch
     from transformers.trainer_utils import get_last_checkpoint
     from trl import SFTTrainer
@@ -143,10 +167,10 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
         attn_implementation=m.attn_implementation,
     )
     model.train()
-    records = build_records(cfg, stage, data_dir)
+    records = build_records(cfg, stage, data_dir, inputs)
     dataset = to_dataset(records)
     peft = None
-    if stage == "sft" and cfg.lora.enabled:
+    if stage in ("sft", "records") and cfg.lora.enabled:
         peft = lora_config(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
     args = training_args(cfg, stage, output_dir)
     share = callback_from_env()  # side by side: take over the cores of a sibling stage that ended

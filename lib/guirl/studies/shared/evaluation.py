@@ -36,7 +36,7 @@ from guirl.metrics.protocols import get_protocol
 from guirl.metrics.records import PREDICTION_FIELDS, prediction_record
 from guirl.metrics.summary import summarize_online, summarize_steps
 from guirl.prompts import PromptSpec, prompt_spec
-from guirl.rollout import HFPolicy, HistoryBuilder, Policy, derive_seed, play_online, step_prompts
+from guirl.rollout import Agent, HFPolicy, HistoryBuilder, Policy, agent_steps, derive_seed, play_online, step_prompts
 
 __all__ = [
     "METRICS",
@@ -116,7 +116,7 @@ def eval_policy(
 
 # ----------------------------------------------------------------------------- offline, step level
 def evaluate_offline(
-    policy: Policy,
+    policy: Policy | Agent,
     episodes: Sequence[Episode],
     spec: PromptSpec,
     *,
@@ -134,6 +134,9 @@ def evaluate_offline(
     ground-truth history (the first ``max_steps`` in episode order), answered greedily in one
     batched call, parsed with ``spec.output_format`` and scored with ``protocol``.
 
+    ``policy`` may be an :class:`~guirl.rollout.Agent` (several models or a memory): it answers
+    the same steps through :func:`guirl.rollout.agent_steps` (episodes in lockstep, so its state
+    runs forward) and its text is parsed with its own ``output_format``; no ``history_builder``.
     ``history_builder`` rewrites the ground-truth history (see
     :func:`guirl.rollout.step_prompts`); ``labels`` are extra fields put into every record
     (e.g. ``{"train_seed": 1}``). Returns one prediction record per step
@@ -145,6 +148,36 @@ def evaluate_offline(
     clash = set(extra) & set(PREDICTION_FIELDS)
     if clash:
         raise ValueError(f"evaluate_offline: labels {sorted(clash)} would overwrite prediction fields")
+    if isinstance(policy, Agent):
+        if history_builder is not None:
+            raise ValueError("evaluate_offline: an agent builds its own prompts; history_builder is for a policy")
+        answered = agent_steps(
+            policy,
+            episodes,
+            spec,
+            image_root=image_root,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            max_steps=max_steps,
+        )
+        return [
+            {
+                **prediction_record(
+                    model=model_name,
+                    split=split,
+                    history=spec.tag,
+                    episode=a.episode,
+                    t=a.t,
+                    output=a.step.text,
+                    output_format=policy.output_format,
+                    protocol=protocol,
+                    min_pixels=min_pixels,
+                    max_pixels=max_pixels,
+                ),
+                **extra,
+            }
+            for a in answered
+        ]
     items = step_prompts(
         episodes,
         spec,
@@ -177,7 +210,7 @@ def evaluate_offline(
 
 def evaluation_grid(
     cfg: Config,
-    policies: Mapping[str, Policy | Callable[[], Policy]],
+    policies: Mapping[str, Policy | Agent | Callable[[], Policy | Agent]],
     splits: Mapping[str, Split],
     *,
     histories: Sequence[str] | None = None,
@@ -188,9 +221,10 @@ def evaluation_grid(
 ) -> list[dict[str, Any]]:
     """Prediction records of every policy x split x history setting (in that nesting order).
 
-    ``policies`` maps a model name to a :class:`Policy` or to a function that builds one (called
-    once, when its turn comes, so only one model is in memory at a time). ``histories``
-    defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.train.sft.prompt_spec`.
+    ``policies`` maps a model name to a :class:`Policy` or an :class:`~guirl.rollout.Agent`, or to
+    a function that builds one (called once, when its turn comes, so only one model is in memory
+    at a time). ``histories``
+    defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.prompts.prompt_spec`.
     The protocol, pixel budget and the per-split step cap come from ``cfg`` (``eval.max_test_steps``;
     ``study``: ``eval.study_max_test_steps``, the budget of notebooks that compare many trained
     models); ``history_builder`` and ``labels`` are passed to :func:`evaluate_offline`.
@@ -203,7 +237,7 @@ def evaluation_grid(
     records: list[dict[str, Any]] = []
     bar = tqdm(total=len(policies) * len(splits) * len(tags), desc="offline evaluation", disable=not progress)
     for name, source in policies.items():
-        policy = source if isinstance(source, Policy) else source()
+        policy = source if isinstance(source, (Policy, Agent)) else source()
         for split_name, split in splits.items():
             for tag in tags:
                 bar.set_postfix_str(f"{name} {split_name} {tag}")
@@ -431,7 +465,7 @@ def online_tasks(cfg: Config, run: int, *, same_tasks: bool = False) -> list[Any
 
 def evaluate_online(
     cfg: Config,
-    policy: Policy,
+    policy: Policy | Agent,
     *,
     history: str | None = None,
     n_runs: int | None = None,
