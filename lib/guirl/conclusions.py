@@ -1,4 +1,4 @@
-"""What a run concludes, and whether two runs conclude the same (issue 10: host robustness).
+"""What a run concludes, and whether two runs conclude the same (host robustness).
 
 Every table a notebook writes through :class:`guirl.report.Report` that marks differences has a
 ``resolved`` column (or ``<prefix>resolved``) beside its ``lo`` / ``hi`` interval; the sidecar

@@ -449,14 +449,14 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 7",
         "hyperparameters",
         "SFT hyper-parameters per data set (AC, GUI-Odyssey, AITW, M2W)",
-        by="configs/profiles/base/paper.yaml (LoRA only; see docs/fidelity/ccpo.md)",
+        by="configs/profiles/base/paper.yaml (LoRA) and configs/experiments/<data set>.yaml (the per-data-set columns)",
     ),
     _a(
         "CCPO",
         "Table 8",
         "hyperparameters",
         "policy-optimisation hyper-parameters per data set",
-        by="not in the configuration yet (docs/fidelity/ccpo.md)",
+        by="guirl.rl.config defaults (the AndroidControl column) and configs/experiments/<data set>.yaml",
     ),
     _a("CCPO", "Table 9", "result", "Android Control TM/GR/SR for 1AO-4AO, SFT and CCPO-7B", in_registry=True),
     _a(

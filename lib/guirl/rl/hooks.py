@@ -6,7 +6,7 @@ Tracker, Co-EPG's planner). Its hook builder, ``builder(cfg, inputs) -> RLHooks`
 in the method's record (``Method.hooks``, :mod:`guirl.methods.registry`); the stage entry
 (``python -m guirl.stages.rl``) picks it by ``rl.role``. :func:`single_turn_hooks` is the
 role-independent case: single-turn GRPO on recorded steps with the ground-truth history and any
-reward function (AgentCPM-GUI's RFT is these hooks with its {-1, 0, 1} reward, eq. in Sec. 4.3).
+reward function (AgentCPM-GUI's RFT is these hooks with its {-1, 0, 1} reward, Sec. 2.5.1).
 
 The pieces, each usable alone:
 
