@@ -600,7 +600,7 @@ def test_model_sources_resolve(tmp_path, ces_cfg, monkeypatch):
 def test_table_layout_and_paper_rows():
     import pandas as pd
 
-    from guirl.studies.ces_staged_rl import paper_rows, table_layout
+    from guirl.studies.ces_staged_rl import paper_rows, table_layout, with_deltas
 
     steps = pd.DataFrame(
         [
@@ -612,9 +612,20 @@ def test_table_layout_and_paper_rows():
     t = table_layout(steps, {"A": "Executor alone", "B": "+ CES"}, ["x", "y"])
     assert list(t["row"]) == ["Executor alone", "+ CES"] and t.loc[1, "y SR"] == 40.0 and t.loc[0, "x Type"] == 60.0
     ours = paper_rows(t, {"+ CES": "GUI-R1-7B + CES (Ours) Multi-Agent"}, "x")
-    assert list(ours["column"]) == ["GUI-Odyssey Type", "GUI-Odyssey GR", "GUI-Odyssey SR"] and ours[
-        "ours"
-    ].tolist() == [70.0, 50.0, 40.0]
+    assert list(ours["column"]) == ["GUI-Odyssey Type", "GUI-Odyssey GR", "GUI-Odyssey SR"]
+    assert ours["ours"].tolist() == [70.0, 50.0, 40.0]
+    d = with_deltas(t, {"+ CES": "Executor alone"})
+    assert d.loc[1, "y SR delta"] == 10.0 and np.isnan(d.loc[0, "y SR delta"])  # Table 2's parentheses
+    assert list(d.columns[2:5]) == ["x Type", "x Type delta", "x GR"]
+    ours = paper_rows(d, {"+ CES": "GUI-Owl-7B CES"}, "y")
+    assert dict(zip(ours["column"], ours["ours"])) == {
+        "GUI-Odyssey Type": 70.0,
+        "GUI-Odyssey Type delta": 10.0,
+        "GUI-Odyssey GR": 50.0,
+        "GUI-Odyssey GR delta": 0.0,
+        "GUI-Odyssey SR": 40.0,
+        "GUI-Odyssey SR delta": 10.0,
+    }
 
 
 def test_failure_tables_are_paired_over_the_same_steps():

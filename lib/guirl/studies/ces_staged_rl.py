@@ -75,6 +75,7 @@ __all__ = [
     "plot_temporal",
     "plot_failures",
     "paper_rows",
+    "with_deltas",
 ]
 
 WARMUP_COORDINATOR = "warmup_coordinator"
@@ -707,17 +708,33 @@ def plot_failures(table: pd.DataFrame):
 
 
 # ----------------------------------------------------------------------------- paper rows
+def with_deltas(layout: pd.DataFrame, baselines: Mapping[str, str]) -> pd.DataFrame:
+    """``layout`` with a ``"<split> <metric> delta"`` column (points) after each metric: the row
+    minus its baseline row (``baselines``: ``{row: baseline row}``; CES Table 2 prints these in
+    parentheses); ``nan`` for a row without a baseline."""
+    out = layout.copy()
+    metrics = [c for c in layout.columns if c.endswith(tuple(f" {m}" for m in PAPER_METRICS.values()))]
+    recs = layout.to_dict(orient="records")
+    by_row = {r["row"]: r for r in recs}
+    for col in metrics:
+        vals = [r[col] - by_row[baselines[r["row"]]][col] if r["row"] in baselines else math.nan for r in recs]
+        out.insert(list(out.columns).index(col) + 1, f"{col} delta", vals)
+    return out
+
+
 def paper_rows(layout: pd.DataFrame, rows: Mapping[str, str], split: str, dataset: str = "GUI-Odyssey") -> pd.DataFrame:
-    """Our cells of ``layout`` (:func:`table_layout`) at ``split`` as the paper's cells
-    ``(row, "<dataset> <metric>")`` for :meth:`guirl.report.Report.compare`; ``rows`` maps our row
-    label to the paper's row name."""
+    """Our cells of ``layout`` (:func:`table_layout`, with :func:`with_deltas`' columns when it has
+    them) at ``split`` as the paper's cells ``(row, "<dataset> <metric>[ delta]")`` for
+    :meth:`guirl.report.Report.compare`; ``rows`` maps our row label to the paper's row name."""
     out = []
     for ours, theirs in rows.items():
         sel = layout[layout["row"] == ours]
         if len(sel) != 1:
             raise KeyError(f"paper_rows: no single row {ours!r} in the layout")
+        rec = sel.iloc[0]
         for metric in PAPER_METRICS.values():
-            out.append(
-                {"row": theirs, "column": f"{dataset} {metric}", "ours": float(sel.iloc[0][f"{split} {metric}"])}
-            )
+            for suffix in ("", " delta"):
+                col = f"{split} {metric}{suffix}"
+                if col in rec and not math.isnan(float(rec[col])):
+                    out.append({"row": theirs, "column": f"{dataset} {metric}{suffix}", "ours": float(rec[col])})
     return pd.DataFrame(out)
