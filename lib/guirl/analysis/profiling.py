@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from guirl.analysis.accounting import SPECIAL_TOKENS_PER_IMAGE, forward_flops, model_dims
+from guirl.models.vision_attention import set_vision_attention
 from guirl.rl.logprobs import FORWARD_KEYS, completion_logprobs, encode_samples
 
 __all__ = [
@@ -714,6 +715,7 @@ def random_model(
     device: str | torch.device = "cpu",
     attn_implementation: str | None = None,
     vocab_size: int | None = None,
+    vision_attention: str = "fused",
 ) -> Any:
     """A random-weight ``Qwen2_5_VLForConditionalGeneration`` of the sizes in ``config_path``
     (``configs/models/<name>/config.json`` or its folder), speaking ``processor``'s tokenizer.
@@ -726,6 +728,7 @@ def random_model(
 
     The weights are created on ``device`` in ``dtype`` (no float32 copy on the CPU first): on a
     GPU node, initialising the 7B architecture in float32 on the CPU and casting it took minutes.
+    ``vision_attention``: ``"fused"`` or ``"loop"``, as :func:`guirl.models.load_model`.
     """
     from transformers import AutoConfig, AutoModelForImageTextToText
 
@@ -760,4 +763,5 @@ def random_model(
     with torch.random.fork_rng(devices=rng_devices), dev:
         torch.manual_seed(seed)
         model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    set_vision_attention(model, vision_attention)
     return model.eval()

@@ -153,6 +153,7 @@ def train(cfg: Config, stage: str, data_dir: Path, base_model: Path, output_dir:
         dtype=m.torch_dtype,
         device="cpu" if cfg.runtime.device == "cpu" else None,
         attn_implementation=m.attn_implementation,
+        vision_attention=m.vision_attention,
     )
     model.train()
     records = build_records(cfg, stage, data_dir)
