@@ -7,6 +7,7 @@ Command line::
         [-p NAME VALUE ...] [--dry-run]
     python -m guirl.runner --all --profile tiny [--force]        # make reproduce
     python -m guirl.runner notebooks/01_sft.ipynb --dag [--force] # make nb-01_sft
+    python -m guirl.runner --all --slurm [--slurm-config gpu]   # make reproduce SLURM=1
 
 For each notebook the runner
 
@@ -27,6 +28,8 @@ in number order, only the notebooks whose source, resolved config, library code 
 since their last successful run (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
 interrupted run leaves no stamp, so the next run resumes there.
+
+``--slurm`` submits the notebooks that would run as SLURM jobs instead (:mod:`guirl.slurm`).
 
 The experiment defaults to ``configs/experiments/<notebook stem>.yaml`` when that file exists.
 The notebook contract is in ``docs/architecture.md`` and ``notebooks/README.md``.
@@ -484,6 +487,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate and print the resolved configuration (and, with --all/--dag, what would run); write nothing",
     )
+    ap.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit one sbatch job per notebook that would run, chained by afterok (guirl.slurm); "
+        "with --dry-run: print the job scripts",
+    )
+    ap.add_argument(
+        "--slurm-config",
+        default=None,
+        metavar="NAME",
+        help="with --slurm: configs/slurm/<NAME>.yaml or a path (job resources; default: gpu)",
+    )
     return ap
 
 
@@ -505,6 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --output and --dag need a single NOTEBOOK (--all already runs the DAG)", file=sys.stderr)
         return 2
     use_dag = args.all or args.dag
+    if args.slurm_config is not None and not args.slurm:
+        print("error: --slurm-config needs --slurm", file=sys.stderr)
+        return 2
     if args.force and not use_dag:
         print("error: --force needs --all or --dag (a single NOTEBOOK always runs)", file=sys.stderr)
         return 2
@@ -547,6 +565,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.slurm:
+        from guirl import slurm
+
+        return slurm.run_cli(
+            plans,
+            config_name=args.slurm_config or "gpu",
+            use_dag=use_dag,
+            force=([p.stem for p in plans] if args.all else [Path(args.notebook).stem]) if args.force else (),
+            dry_run=args.dry_run,
+            kernel=args.kernel if args.kernel != KERNEL_NAME else None,
+            notebooks=[p.stem for p in all_notebooks],
+        )
     if args.dry_run:
         for plan in plans:
             print(f"# {_rel(plan.notebook)} -> {_rel(plan.output)}; parameters {plan.parameters}")
