@@ -37,7 +37,7 @@ SETUP_DEPS  := requirements/cpu.txt requirements/constraints.txt pyproject.toml
 NOTEBOOKS   := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env tiny-model $(NB_TARGETS)
+.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env bench-gpu tiny-model $(NB_TARGETS)
 
 help: ## list the targets
 	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [SLURM=1|NAME] [ARGS='runner arguments']"
@@ -92,6 +92,11 @@ $(NB_TARGETS): nb-%: notebooks/%.ipynb setup
 
 bench: setup ## steps/s of parse + score + reward on one core (scripts/bench_kernels.py)
 	taskset -c 0 $(PY) scripts/bench_kernels.py 2>/dev/null || $(PY) scripts/bench_kernels.py
+
+# BENCH_ARGS passes more options, e.g. BENCH_ARGS="--archs 3b --repeats 5" (scripts/bench_gpu.py --help).
+BENCH_ARGS  ?=
+bench-gpu: setup ## one training step of the 3B and 7B architectures, full vs CASC history at 1AO/3AO: step time, tokens, memory, vision share, MFU (runs/bench-gpu/; CPU: the mid model)
+	$(PY) scripts/bench_gpu.py $(BENCH_ARGS)
 
 bench-env: setup ## seconds for 10,000 rendered MiniGUI steps
 	$(PY) -m guirl.env.bench --steps 10000
