@@ -9,7 +9,8 @@ screens rescaled to 1080x2400 at the paper pixel budget (12,845,056 px), it meas
 forward + backward (``guirl.analysis.profiling.train_step``):
 
 * activation checkpointing: chosen per setting by a measured probe (one step without it; on an
-  out-of-memory error, one with every layer checkpointed: ``choose_activation_checkpointing``);
+  out-of-memory error, with every 2nd layer checkpointed, then every layer:
+  ``choose_activation_checkpointing``);
 * step seconds: median of ``--repeats`` steps timed round-robin over the settings;
 * prompt tokens, visual tokens, peak memory (GiB above the weights) of the probe's step;
 * vision share: the vision tower's forward alone (median) over the step time;
@@ -54,6 +55,9 @@ from guirl.paths import cache_dir, configs_dir, runs_dir
 from guirl.train.sft import prompt_spec
 
 HISTORIES = ("1AO", "3AO")
+#: Activation-checkpointing settings the probe tries, least recomputation first: off, every 2nd
+#: layer (half the activations kept, half the recomputation), every layer.
+CHECKPOINT_LADDER: tuple[int | None, ...] = (None, 2, 1)
 GIB = 2**30
 COLUMNS = (
     "arch",
@@ -115,6 +119,13 @@ def build_batches(
     return out
 
 
+def checkpoint_label(every_n_layers: int | None) -> str:
+    """``None`` -> ``"off"``, 1 -> ``"every layer"``, n -> ``"1 in n layers"``."""
+    if every_n_layers is None:
+        return "off"
+    return "every layer" if every_n_layers == 1 else f"1 in {every_n_layers} layers"
+
+
 def _vision_tower(model: torch.nn.Module) -> torch.nn.Module:
     return next(m for m in model.modules() if type(m).__name__ == "Qwen2_5_VisionTransformerPretrainedModel")
 
@@ -132,7 +143,7 @@ def bench_architecture(
     steps = {key: P.train_step(model, batch) for key, batch in batches.items()}
     choices = {}
     for key, step in steps.items():  # the probe's step is also each setting's warm-up
-        choices[key] = P.choose_activation_checkpointing(model, step, device=device)
+        choices[key] = P.choose_activation_checkpointing(model, step, device=device, ladder=CHECKPOINT_LADDER)
     fns = {}
     for key, step in steps.items():
 
@@ -167,7 +178,7 @@ def bench_architecture(
                 "vision_s": vision_s,
                 "vision_share": vision_s / step_s,
                 "peak_gib": choices[key].peak.peak_bytes / GIB,
-                "checkpointing": "off" if choices[key].every_n_layers is None else "every layer",
+                "checkpointing": checkpoint_label(choices[key].every_n_layers),
                 "train_tflops": train / 1e12,
                 "mfu": P.mfu(train, step_s, peak_flops),
             }
@@ -194,12 +205,12 @@ def write_rows(out: Path, arch: str, rows: Sequence[Mapping[str, Any]], meta: Ma
 def _print_rows(rows: Sequence[Mapping[str, Any]]) -> None:
     print(
         f"{'arch':>5} {'hist':>4} {'side':>5} {'tokens':>7} {'step s':>7} {'speedup':>7} {'vision':>6} "
-        f"{'peak GiB':>8} {'ckpt':>11} {'TFLOPs':>7} {'MFU':>6}"
+        f"{'peak GiB':>8} {'ckpt':>15} {'TFLOPs':>7} {'MFU':>6}"
     )
     for r in rows:
         print(
             f"{r['arch']:>5} {r['history']:>4} {r['side']:>5} {r['prompt_tokens']:>7} {r['step_s']:>7.3f} "
-            f"{r['speedup']:>7.2f} {r['vision_share']:>6.1%} {r['peak_gib']:>8.2f} {r['checkpointing']:>11} "
+            f"{r['speedup']:>7.2f} {r['vision_share']:>6.1%} {r['peak_gib']:>8.2f} {r['checkpointing']:>15} "
             f"{r['train_tflops']:>7.2f} {r['mfu']:>6.1%}",
             flush=True,
         )

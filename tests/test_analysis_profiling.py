@@ -525,3 +525,22 @@ def test_probe_turns_checkpointing_on_after_an_out_of_memory(tiny, session_cache
 )
 def test_out_of_memory_errors_are_recognised(err: BaseException, expected: bool) -> None:
     assert P.is_out_of_memory(err) is expected
+
+
+def test_probe_walks_the_ladder_until_the_step_fits(tiny, session_cache: Path) -> None:
+    # the step fits only with every layer checkpointed: off and 1-in-2 are refused, in that order
+    processor, _ = tiny
+    model = load_model(build_tiny_model(session_cache / "models", seed=0)).train()
+    step = P.train_step(model, P.build_batch(processor, [([_img(56, 56)], "go")]))
+    layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing") and "Layer" in type(m).__name__]
+    seen: list[int] = []
+
+    def probe() -> float:
+        seen.append(sum(bool(m.gradient_checkpointing) for m in layers))
+        if seen[-1] < len(layers):
+            raise torch.OutOfMemoryError("CUDA out of memory (fake)")
+        return step()
+
+    choice = P.choose_activation_checkpointing(model, probe, device="cpu", ladder=(None, 2, 1))
+    assert choice.every_n_layers == 1 and [s for s, _ in choice.refused] == [None, 2]
+    assert seen[0] == 0 < seen[1] < seen[2] == len(layers)

@@ -73,6 +73,11 @@ def test_bad_arguments_are_refused(bench, argv: list[str], message: str, capsys)
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("every, label", [(None, "off"), (1, "every layer"), (2, "1 in 2 layers")])
+def test_checkpoint_labels(bench, every, label: str) -> None:
+    assert bench.checkpoint_label(every) == label
+
+
 @pytest.mark.parametrize("text, size", [("1080x2400", (1080, 2400)), ("140X252", (140, 252))])
 def test_screen_sizes_parse(bench, text: str, size: tuple[int, int]) -> None:
     assert bench.parse_size(text) == size
