@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+
+from conftest import stop_group
 
 #: The executables a cluster needs (Debian: ``apt-get install -y slurm-wlm munge``).
 REQUIRED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
@@ -177,10 +178,5 @@ class LocalSlurm:
                 time.sleep(0.5)
         for proc in reversed(self._procs):  # slurmd, slurmctld, munged
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                stop_group(proc, timeout=15)
         self._procs.clear()

@@ -7,12 +7,11 @@ import csv
 import importlib.util
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, make_dry_run
 
 SCRIPT = REPO / "scripts" / "bench_gpu.py"
 
@@ -92,12 +91,5 @@ def test_bad_screen_sizes_are_refused(bench, text: str) -> None:
 
 
 def test_make_target_runs_the_script() -> None:
-    out = subprocess.run(
-        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", "bench-gpu", "BENCH_ARGS=--archs 3b"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make_dry_run("bench-gpu", "BENCH_ARGS=--archs 3b")
     assert "scripts/bench_gpu.py --archs 3b" in out

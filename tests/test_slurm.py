@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, make_notebook, runner_env
+from conftest import PYTHON, REPO, make_dry_run, make_notebook, runner_env
 from guirl import dag
 from guirl.config import ConfigError, load_config, parse_scalar
 from guirl.runner import _parser, main, plan_run, run_dag
@@ -306,14 +306,7 @@ def test_stamp_records_the_slurm_job(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ],
 )
 def test_make_passes_slurm_to_the_runner(args: list[str], expected: str, deferred_index: bool) -> None:
-    out = subprocess.run(
-        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make_dry_run(*args)
     assert expected in out, out
     # with SLURM the jobs have not run yet when make returns: the index is left for later
     assert ("when the jobs have finished" in out) == deferred_index
