@@ -192,7 +192,10 @@ def load_slurm_config(name: str | Path, notebooks: Sequence[str] | None = None) 
     try:
         cfg = SlurmConfig(**data)
     except ValidationError as err:
-        raise _to_config_error(err, {}, shown, SlurmConfig) from None
+        bad = _to_config_error(err, {}, shown, SlurmConfig)
+        if bad.problem.startswith("missing required key"):  # the generic fix names the profile yaml
+            bad = ConfigError(bad.file, bad.key, bad.problem, f"add `{bad.key}: VALUE` to {shown}")
+        raise bad from None
     for stem in cfg.notebooks if notebooks is not None else ():
         if stem not in notebooks:
             close = difflib.get_close_matches(stem, notebooks, n=1, cutoff=0.6)
