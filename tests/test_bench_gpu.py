@@ -27,7 +27,8 @@ def bench():
 CPU_ARGS = ["--device", "cpu", "--archs", "mid", "--profile", "tiny", "--screen", "140x252", "--repeats", "1"]
 
 
-@pytest.mark.slow  # about a minute on a shared 2-core machine
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # 6-12 minutes on this project's 2-core machines under other jobs' load (8 steps)
 def test_cpu_run_writes_every_setting(bench, tmp_path: Path, capsys) -> None:
     assert bench.main([*CPU_ARGS, "--max-pixels", "50176", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
