@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, make_notebook, runner_env
+from conftest import PYTHON, REPO, make_dry_run, make_notebook, runner_env
 from guirl import dag
 from guirl.runner import DagStopped, main, plan_run, run_dag
 
@@ -284,14 +284,7 @@ def test_shipped_notebooks_declare_valid_reads() -> None:
     ],
 )
 def test_make_targets_call_the_runner(args: list[str], expected: str) -> None:
-    out = subprocess.run(
-        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make_dry_run(*args)
     assert expected in out, out
 
 

@@ -398,7 +398,7 @@ def check_05_efficiency_profiling(out: Outputs, state: dict[str, Any]) -> None:
     arch = len(hist) * len(cfg.analysis.architecture_screens) * sides  # settings of each random-weight architecture
     prof = out.table("profile", rows=lambda n: n > settings and (n - settings) % arch == 0)  # tiny + mid (+ 3B, 7B)
     in_range(prof, "compression_pct".__eq__, 0.0, 99.999)  # CASC never adds tokens
-    in_range(prof, lambda k: k in ("step_s", "speedup", "ceiling", "step_tflops", "peak_mb"), 1e-9, 1e6)
+    in_range(prof, lambda k: k in ("step_s", "speedup", "ceiling", "step_tflops", "peak_mb", "mfu"), 1e-9, 1e6)
     for r in prof:
         assert math.isclose(r["measured_over_ceiling"], r["speedup"] / r["ceiling"], rel_tol=1e-9)
         assert math.isclose(r["counted_over_analytic"], 1.0, rel_tol=1e-6)  # FlopCounterMode = analytic model

@@ -273,6 +273,9 @@ class ModelConfig(_Section):
     path: str = Field(min_length=1)
     torch_dtype: Literal["float32", "bfloat16", "float16", "auto"]
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2"]
+    #: The vision tower's window and full attention under ``sdpa``: ``fused`` (a few batched
+    #: calls, :mod:`guirl.models.vision_attention`) or ``loop`` (transformers' call per window).
+    vision_attention: Literal["fused", "loop"] = "fused"
     min_pixels: int = Field(gt=0)
     max_pixels: int = Field(gt=0)
 

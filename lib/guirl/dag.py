@@ -32,6 +32,9 @@ from typing import Any
 
 from guirl.paths import repo_root
 
+#: Injected by the runner into every notebook's ``parameters`` cell.
+RESERVED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
+
 __all__ = [
     "DagError",
     "META_KEY",
@@ -190,7 +193,9 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
 
 
 def write_stamp(path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float) -> Path:
-    """Write the stamp of a successful run atomically (a crash leaves the old file or none)."""
+    """Write the stamp of a successful run atomically (a crash leaves the old file or none).
+
+    Inside a SLURM job (``SLURM_JOB_ID`` set) the stamp also records ``slurm_job_id``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -199,6 +204,8 @@ def write_stamp(path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_
         "finished_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "wall_time_s": round(wall_time_s, 3),
     }
+    if os.environ.get("SLURM_JOB_ID"):
+        record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)

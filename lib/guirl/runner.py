@@ -7,6 +7,7 @@ Command line::
         [-p NAME VALUE ...] [--dry-run]
     python -m guirl.runner --all --profile tiny [--force]        # make reproduce
     python -m guirl.runner notebooks/01_sft.ipynb --dag [--force] # make nb-01_sft
+    python -m guirl.runner --all --slurm [--slurm-config gpu]   # make reproduce SLURM=1
 
 For each notebook the runner
 
@@ -27,6 +28,8 @@ in number order, only the notebooks whose source, resolved config, library code 
 since their last successful run (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
 interrupted run leaves no stamp, so the next run resumes there.
+
+``--slurm`` submits the notebooks that would run as SLURM jobs instead (:mod:`guirl.slurm`).
 
 The experiment defaults to ``configs/experiments/<notebook stem>.yaml`` when that file exists.
 The notebook contract is in ``docs/architecture.md`` and ``notebooks/README.md``.
@@ -53,6 +56,7 @@ from guirl.config import (
     parse_override,
     parse_scalar,
 )
+from guirl.dag import RESERVED_PARAMETERS
 from guirl.paths import configs_dir, notebooks_dir, repo_root, runs_dir
 
 __all__ = [
@@ -77,8 +81,6 @@ __all__ = [
 
 KERNEL_NAME = "guirl"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
-#: Injected by the runner into every notebook's ``parameters`` cell.
-RESERVED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
 
 
 class RunnerError(RuntimeError):
@@ -374,6 +376,17 @@ def run_notebook(
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
 
 
+def stale_notebooks(
+    plans: Sequence[Any], *, force: Sequence[str] = (), use_dag: bool = True
+) -> dict[str, tuple[str, ...]]:
+    """``{stem: reasons}`` of the notebooks of ``plans`` that would run (:func:`run_dag`'s dry run:
+    stale or ``force``d); without ``use_dag`` every plan, "run as asked"."""
+    if not use_dag:
+        return {p.stem: ("run as asked",) for p in plans}
+    steps = run_dag(plans, force=force, dry_run=True, log=lambda line: None)
+    return {s.stem: tuple(s.reasons) for s in steps if s.action == "would run"}
+
+
 def run_dag(
     plans: Sequence[RunPlan],
     *,
@@ -484,6 +497,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate and print the resolved configuration (and, with --all/--dag, what would run); write nothing",
     )
+    ap.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit one sbatch job per notebook that would run, chained by afterok (guirl.slurm); "
+        "with --dry-run: print the job scripts",
+    )
+    ap.add_argument(
+        "--slurm-config",
+        default=None,
+        metavar="NAME",
+        help="with --slurm: configs/slurm/<NAME>.yaml or a path (job resources; default: gpu)",
+    )
     return ap
 
 
@@ -505,6 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --output and --dag need a single NOTEBOOK (--all already runs the DAG)", file=sys.stderr)
         return 2
     use_dag = args.all or args.dag
+    if args.slurm_config is not None and not args.slurm:
+        print("error: --slurm-config needs --slurm", file=sys.stderr)
+        return 2
     if args.force and not use_dag:
         print("error: --force needs --all or --dag (a single NOTEBOOK always runs)", file=sys.stderr)
         return 2
@@ -547,6 +575,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.slurm:
+        from guirl import slurm
+
+        force = ([p.stem for p in plans] if args.all else [Path(args.notebook).stem]) if args.force else ()
+        return slurm.run_cli(
+            plans,
+            config_name=args.slurm_config or "gpu",
+            stale=stale_notebooks(plans, force=force, use_dag=use_dag),
+            dry_run=args.dry_run,
+            kernel=args.kernel if args.kernel != KERNEL_NAME else None,
+            notebooks=[p.stem for p in all_notebooks],
+        )
     if args.dry_run:
         for plan in plans:
             print(f"# {_rel(plan.notebook)} -> {_rel(plan.output)}; parameters {plan.parameters}")

@@ -218,7 +218,11 @@ def _load_policy_model(cfg: Config, base_model: Path, output_dir: Path, is_main:
 
     m = cfg.model
     device = "cpu" if cfg.runtime.device == "cpu" else None
-    kwargs: dict[str, Any] = {"dtype": m.torch_dtype, "attn_implementation": m.attn_implementation}
+    kwargs: dict[str, Any] = {
+        "dtype": m.torch_dtype,
+        "attn_implementation": m.attn_implementation,
+        "vision_attention": m.vision_attention,
+    }
     if device is not None:
         kwargs["device"] = device
     if not _is_adapter_dir(base_model):
@@ -591,6 +595,7 @@ def train_rl(
             start,
             dtype=m.torch_dtype,
             attn_implementation=m.attn_implementation,
+            vision_attention=m.vision_attention,
             **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
         ).to(acc.device)
         ref_model.requires_grad_(False).eval()

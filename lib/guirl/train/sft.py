@@ -165,6 +165,7 @@ def train(
         dtype=m.torch_dtype,
         device="cpu" if cfg.runtime.device == "cpu" else None,
         attn_implementation=m.attn_implementation,
+        vision_attention=m.vision_attention,
     )
     model.train()
     records = build_records(cfg, stage, data_dir, inputs)
