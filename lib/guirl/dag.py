@@ -61,7 +61,7 @@ def load_notebook(path: str | Path) -> dict[str, Any]:
     """The notebook's JSON (nbformat 4) as a dict."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DagError(f"{path}: cannot read the notebook ({err})") from None
 
 

@@ -50,6 +50,7 @@ from guirl.config import (
     flatten,
     format_override,
     load_config,
+    missing_inputs,
     parse_override,
     parse_scalar,
 )
@@ -553,6 +554,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(plan.config.to_yaml(), end="")
         if use_dag:
             run_dag(plans, dry_run=True)
+        missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
+        if missing:
+            print(
+                f"error: the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
+                "create them or point the config at them (--override KEY=PATH)",
+                file=sys.stderr,
+            )
+            return 2
         return 0
     total = time.perf_counter()
     execute_kw = {"kernel_name": args.kernel, "log_output": args.log_output}
