@@ -40,12 +40,15 @@ FINAL_DIR = "final"
 def build_records(cfg: Config, stage: str, data_dir: Path) -> list[dict[str, Any]]:
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only)."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import check_written, load_splits, read_manifest
     from guirl.train.data import grounding_records, read_jsonl, sft_records
 
     m = cfg.model
     if stage == "grounding":
         rows = read_jsonl(data_dir / "grounding_train.jsonl")
+        check_written(
+            data_dir / "grounding_train.jsonl", "rows", len(rows), read_manifest(data_dir).get("grounding_samples")
+        )
         return grounding_records(
             rows,
             cfg.sft.output_format,
