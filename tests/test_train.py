@@ -11,7 +11,7 @@ import pytest
 from conftest import kill_after
 from guirl.config import load_config
 from guirl.train.launch import FINGERPRINT_FILE, TrainingFailed, prepare_stage, run_stage
-from guirl.train.sft import RESULT_FILE, training_args
+from guirl.train.sft import COMPLETE_FILE, RESULT_FILE, training_args
 
 pytestmark = pytest.mark.slow
 
@@ -71,12 +71,38 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
     out = tmp_path / "g"
     # start the stage the way run_stage does, then kill it midway
     cmd = prepare_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
-    kill_after(cmd, out / "checkpoint-2" / "trainer_state.json", 300, "first checkpoint")
+    kill_after(cmd, out / "checkpoint-2" / COMPLETE_FILE, 300, "first checkpoint")
     assert not (out / RESULT_FILE).exists()  # killed midway: not finished
     result = run_stage(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out, echo=False)
     assert result["resumed_from"] is not None
     assert Path(result["resumed_from"]).name in {"checkpoint-2", "checkpoint-4"}
     assert result["global_step"] == 6
+
+
+def test_torn_checkpoint_is_passed_over_for_the_previous_complete_one(tiny_model, minigui, tmp_path):
+    import shutil
+
+    from guirl.train.sft import train
+
+    cfg = load_config("tiny", overrides=["grounding.max_steps=4", "sft.save_steps=2"])
+    out = tmp_path / "g"
+    train(cfg, "grounding", minigui, tiny_model, out)  # in this process: checkpoints 2 and 4, then the result
+    assert all((out / f"checkpoint-{k}" / COMPLETE_FILE).is_file() for k in (2, 4))
+    # a run stopped while writing checkpoint-4: a model file cut short, no trainer state, no marker
+    (out / RESULT_FILE).unlink()
+    shutil.rmtree(out / "final")
+    torn = out / "checkpoint-4"
+    for name in (COMPLETE_FILE, "trainer_state.json"):
+        (torn / name).unlink()
+    weights = torn / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    marker = json.loads((out / "checkpoint-2" / COMPLETE_FILE).read_text())
+    assert marker["global_step"] == 2 and marker["train_seconds"] > 0
+    (out / "checkpoint-2" / COMPLETE_FILE).write_text(json.dumps({**marker, "train_seconds": 1000.0}))
+    with pytest.warns(UserWarning, match=r"checkpoint-4: incomplete checkpoint"):
+        result = train(cfg, "grounding", minigui, tiny_model, out)
+    assert Path(result["resumed_from"]).name == "checkpoint-2" and result["global_step"] == 4
+    assert result["train_seconds"] > 1000.0  # steps 1-2 trained 1000 s in the stopped run
 
 
 def test_changed_config_never_reuses_a_finished_stage(tiny_model, minigui, tmp_path):
