@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -207,7 +206,7 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
             return 0
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(launch, "start_group", lambda cmd, *, env, pass_fds=(): FakePopen(cmd, env=env))
     out = run_stage(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out", echo=False)
     assert out == {"global_step": 1}
     assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7")
@@ -261,16 +260,15 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
     from guirl.train import launch
 
     seen: dict[str, str] = {}
-    group: dict[str, object] = {}  # what each stage saw of its side-by-side group: markers, folder, cores
+    group: dict[str, object] = {}  # each stage's thread schedule (None: no hand-over)
     seen_group.clear()
     lock = threading.Lock()
 
     class FakePopen:
         def __init__(self, cmd, *, env, **kw):
             out = Path(cmd[cmd.index("--output-dir") + 1])
-            peers = env.get("GUIRL_PEER_DIR")  # read the group before any stage can end and drop its marker
             with lock:
-                group[out.name] = (sorted(os.listdir(peers)), peers, env.get("GUIRL_CORES")) if peers else None
+                group[out.name] = env.get("GUIRL_THREAD_SCHEDULE")
             if barrier is not None:
                 barrier.wait(timeout=10)
             with lock:
@@ -290,7 +288,7 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
         def wait(self, timeout=None):
             return self.rc
 
-    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(launch, "start_group", lambda cmd, *, env, pass_fds=(): FakePopen(cmd, env=env))
     monkeypatch.setattr(launch, "available_cores", lambda: 2)
     return seen
 
@@ -316,17 +314,30 @@ def test_run_stages_side_by_side(tmp_path, monkeypatch, capsys):
     assert sorted(printed) == ["[sft] trained sft", "[sft_low] trained sft_low"]  # echoed lines say whose they are
 
 
-def test_run_stages_side_by_side_marks_the_running_stages(tmp_path, monkeypatch):
+def test_run_stages_side_by_side_plans_the_hand_over(tmp_path, monkeypatch):
     import threading
 
     from guirl.train.launch import run_stages
 
     fake_popen(monkeypatch, tmp_path, barrier=threading.Barrier(2))
-    run_stages(jobs_for(tmp_path, ["sft", "sft_low"]), parallel=2)
-    (markers, folder, cores), other = seen_group["sft"], seen_group["sft_low"]
-    assert markers == ["stage-0", "stage-1"]  # both stages were marked running when either started
-    assert other[1] == folder and cores == "2"  # one group folder, the machine's 2 cores
-    assert not Path(folder).exists()  # the group folder is gone once every stage ended
+    jobs = jobs_for(tmp_path, ["sft", "sft_low"])
+    jobs[0]["cfg"] = load_config("tiny", overrides=["sft.max_steps=560"])
+    jobs[1]["cfg"] = load_config("tiny", overrides=["sft.max_steps=280"])
+    run_stages(jobs, parallel=2)
+    # 2 cores: one thread each, and the longer stage takes the second core from the shorter one's
+    # planned last step on, not when it happens to end
+    assert seen_group == {"sft": "0:1,280:2", "sft_low": "0:1"}
+
+
+def test_run_stages_queued_or_open_ended_stages_keep_their_share(tmp_path, monkeypatch):
+    from guirl.train.launch import run_stages
+
+    fake_popen(monkeypatch, tmp_path)
+    run_stages(jobs_for(tmp_path, ["a", "b", "c"]), parallel=2)  # c starts when a or b ends: no plan
+    assert seen_group == {"a": None, "b": None, "c": None}
+    epochs = load_config("tiny", overrides=["sft.max_steps=null"])  # the step count is not fixed
+    run_stages(jobs_for(tmp_path / "e", ["d", "e"], cfg=epochs), parallel=2)
+    assert seen_group["d"] is None and seen_group["e"] is None
 
 
 def test_run_stages_with_fixed_threads_has_no_group(tmp_path, monkeypatch):
@@ -371,40 +382,32 @@ def test_run_stages_rejects_jobs_that_collide(tmp_path, names, base, match):
         run_stages(jobs, parallel=2)
 
 
-def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_path):
-    """The tiny profile's claim (docs/stack.md): two stages side by side, one thread each, train
-    bit-identical weights to the same stages one after the other with the default threads; the
-    longer stage takes over the freed core when the shorter one ends (guirl.train.cores), and
-    that changes no weight either."""
-    from guirl.train.launch import run_stages
+def test_side_by_side_hand_over_is_at_a_fixed_step_and_changes_no_weights(tiny_model, minigui, tmp_path):
+    """Torch's thread count changes the trained weights (docs/stack.md), so the hand-over of a
+    finished sibling's cores is planned at a step, never timed: a stage trained side by side with a
+    shorter one equals the same stage trained alone with the same thread schedule forced, however
+    different the timing of the two runs."""
+    from guirl.train.launch import available_cores, run_stage, run_stages
 
-    def trained(folder: str, parallel: int) -> tuple[list[bytes], list]:
-        jobs = [
-            dict(
-                cfg=load_config(
-                    "tiny",
-                    overrides=[
-                        f"sft.max_steps={steps}",
-                        "sft.per_device_batch_size=2",
-                        f"runtime.parallel_stages={parallel}",
-                    ],
-                ),
-                stage="sft",
-                data_dir=minigui,
-                base_model=tiny_model,
-                output_dir=tmp_path / folder / n,
-                echo=False,
-            )
-            for n, steps in (("x", 1), ("y", 16))
-        ]
-        results = run_stages(jobs, parallel=parallel)
-        return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results], results[1]["thread_switches"]
+    def job(name: str, steps: int, folder: str) -> dict:
+        cfg = load_config("tiny", overrides=[f"sft.max_steps={steps}", "sft.per_device_batch_size=2"])
+        return dict(
+            cfg=cfg,
+            stage="sft",
+            data_dir=minigui,
+            base_model=tiny_model,
+            output_dir=tmp_path / folder / name,
+            echo=False,
+        )
 
-    side, switches = trained("side_by_side", 2)
-    in_turn, none = trained("in_turn", 1)
-    assert side == in_turn
-    assert none == []  # one at a time: no group, no switching
-    assert switches and switches[-1][1] == min(2, os.cpu_count() or 1)  # y ended with x's core too
+    side = run_stages([job("x", 2, "group"), job("y", 8, "group")], parallel=2)[1]
+    cores = available_cores()
+    forced = f"0:{max(1, cores // 2)},2:{cores}"  # the plan of y: x's core from x's last step (2) on
+    alone = run_stage(**job("y", 8, "alone"), parallel=2, thread_schedule=forced)
+    weights = [(Path(r["final"]) / "model.safetensors").read_bytes() for r in (side, alone)]
+    assert weights[0] == weights[1]
+    if cores >= 2:
+        assert side["thread_switches"] == alone["thread_switches"] == [[2, cores]]
 
 
 @pytest.mark.parametrize(

@@ -489,7 +489,8 @@ class RuntimeConfig(_Section):
     # it projects all of them): same loss, a tiny-model SFT step 27% faster on CPU (guirl.train.lm_head, docs/stack.md)
     compact_lm_head: bool = True
     # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
-    # with runtime.threads threads (null: this machine's cores / parallel_stages); weights do not depend on it
+    # with runtime.threads threads (null: this machine's cores / parallel_stages, a longer stage taking over a shorter
+    # one's cores at its planned last step); the thread count changes float order, hence the weights (docs/stack.md)
     parallel_stages: int = Field(default=1, ge=1)
     accelerate_config: str
     deepspeed_config: str | None = None
