@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
         def __init__(self, cmd, *, env, **kw):
             seen.update(env)
             (tmp_path / "out" / RESULT_FILE).write_text(json.dumps({"global_step": 1}))
-            self.stdout = iter(["trained\n"])
+            self.stdout = io.StringIO("trained\n")
 
         def __enter__(self):
             return self
@@ -277,7 +278,7 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
             self.rc = 1 if out.name == fail else 0
             if not self.rc:
                 (out / RESULT_FILE).write_text(json.dumps({"folder": out.name}))
-            self.stdout = iter([f"trained {out.name}\n"])
+            self.stdout = io.StringIO(f"trained {out.name}\n")
 
         def __enter__(self):
             return self

@@ -267,6 +267,7 @@ def _run_stage(
                 tail.append(line)
                 if echo:
                     print(prefix + line, end="", flush=True)
+            proc.stdout.close()
             rc = proc.wait(timeout=timeout)
             forget(proc)
         except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
