@@ -11,6 +11,7 @@ PY          := $(VENV)/bin/python
 PIP         := $(PY) -m pip
 PROFILE     ?= tiny
 KERNEL      := guirl
+# per-test timeout (s); notebook smoke runs that take longer carry their own (tests/test_notebooks.py)
 TEST_TIMEOUT ?= 900
 PYTEST_ARGS ?=
 # make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the

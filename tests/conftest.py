@@ -52,6 +52,15 @@ def isolated_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_ca
     return roots
 
 
+@pytest.fixture(autouse=True)
+def parser_errors_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An internal error of an action parser (anything but a reading failure) fails the test
+    instead of becoming a parse failure (``guirl.actions.formats._base.RAISE_INTERNAL_ERRORS``)."""
+    from guirl.actions.formats import _base
+
+    monkeypatch.setattr(_base, "RAISE_INTERNAL_ERRORS", True)
+
+
 def files_under(folder: Path) -> list[Path]:
     """Every file below ``folder`` (sorted), for "nothing was written" checks."""
     return sorted(p for p in folder.rglob("*") if p.is_file())
