@@ -44,15 +44,15 @@ from typing import Any
 
 import torch
 
-from guirl.analysis import efficiency as E
 from guirl.analysis import profiling as P
 from guirl.config import load_config
 from guirl.data.splits import load_splits
-from guirl.efficiency_study import casc_history
 from guirl.env.export import build_minigui_dataset
+from guirl.methods.ccpo.history import inference_history
 from guirl.models import apply_lora, build_tiny_model, load_processor
 from guirl.paths import cache_dir, configs_dir, runs_dir
-from guirl.train.sft import prompt_spec
+from guirl.prompts import prompt_spec
+from guirl.studies import efficiency_profiling as E
 
 HISTORIES = ("1AO", "3AO")
 #: Activation-checkpointing settings the probe tries, least recomputation first: off, every 2nd
@@ -113,7 +113,7 @@ def build_batches(
                 max_pixels=max_pixels,
                 image_root=image_root,
                 n_steps=1,
-                history_builder=casc_history(cfg, max_pixels=max_pixels) if side == "CASC" else None,
+                history_builder=inference_history(cfg, max_pixels=max_pixels) if side == "CASC" else None,
             )
             out[(history, side)] = E.prompt_batch(processor, prompts[:1], device=device)
     return out

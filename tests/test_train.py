@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -330,8 +331,8 @@ def test_run_stages_side_by_side_plans_the_hand_over(tmp_path, monkeypatch):
 
     fake_popen(monkeypatch, tmp_path, barrier=threading.Barrier(2))
     jobs = jobs_for(tmp_path, ["sft", "sft_low"])
-    jobs[0]["cfg"] = load_config("tiny", overrides=["sft.max_steps=560"])
-    jobs[1]["cfg"] = load_config("tiny", overrides=["sft.max_steps=280"])
+    jobs[0] = dataclasses.replace(jobs[0], cfg=load_config("tiny", overrides=["sft.max_steps=560"]))
+    jobs[1] = dataclasses.replace(jobs[1], cfg=load_config("tiny", overrides=["sft.max_steps=280"]))
     run_stages(jobs, parallel=2)
     # 2 cores: one thread each, and the longer stage takes the second core from the shorter one's
     # planned last step on, not when it happens to end
