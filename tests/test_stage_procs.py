@@ -85,11 +85,19 @@ def _start_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path, list[int]]:
         [PYTHON, "-c", LAUNCHER, str(tmp_path / "stage.py"), str(out)],
         env=runner_env(),
         start_new_session=True,  # not in the test's process group
+        preexec_fn=_interruptible,
     )
     trainer = int(_wait_for(out / "trainer.pid"))
     members = group_members(os.getpgid(trainer))
     assert trainer in members and proc.pid not in members  # the stage runs in a group of its own
     return proc, out, members
+
+
+def _interruptible() -> None:
+    # A test run started in the background of a non-interactive shell inherits SIGINT ignored, and
+    # Python keeps it ignored: give the launcher the default, so that it sees KeyboardInterrupt as a
+    # user's Ctrl-C delivers it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
