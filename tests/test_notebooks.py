@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO, make_notebook
 from guirl import dag
 from guirl.config import Config, load_config
-from guirl.runner import RunResult, list_notebooks, run_notebook
+from guirl.runner import RunResult, default_experiment, list_notebooks, run_notebook
 
 NOTEBOOKS = list_notebooks(REPO / "notebooks")
 ALL_IPYNB = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -543,7 +543,8 @@ if NOTEBOOKS:
         executed = json.loads(result.output.read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert errors == []
-        assert load_config(result.config_path) == load_config("tiny", overlays=["smoke"])
+        # the run's config: the profile, the notebook's own experiment file (if any) and the smoke overlay
+        assert load_config(result.config_path) == load_config("tiny", default_experiment(notebook), overlays=["smoke"])
         CHECKS[notebook.stem](Outputs(result, smoke_roots["GUIRL_FIGURES"]), smoke_state)
 
 
