@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import guirl.actions.formats._base as _base
 from guirl.actions.formats._base import tag
 from guirl.prompts import render
 
@@ -75,7 +76,10 @@ def parse_think_answer(text: Any, role: str = "ces") -> TextResult:
         if not ans:
             return TextResult(None, f"{role}: empty <answer>", thought, text)
         return TextResult(ans, "", thought, text)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the same policy as ActionFormat.parse (guirl.actions.formats._base)
+        _base.logger.warning("%s: internal parser error %s: %s", role, type(e).__name__, e)
+        if _base.RAISE_INTERNAL_ERRORS:
+            raise
         return TextResult(None, f"{role}: unexpected {type(e).__name__}: {e}", None, "")
 
 
