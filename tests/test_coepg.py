@@ -433,29 +433,41 @@ def test_stage_configs_carry_the_papers_app_b_values():
 
 # ----------------------------------------------------------------------------- the loop: resume
 class FakeRunner:
-    """Trains a stage by writing its ``final/`` folder and ``result.json``; a stage with a
-    ``result.json`` is reused (as :func:`guirl.train.launch.run_stage`). ``kill_at``: raise when a
+    """Trains a stage by writing its ``final/`` folder and ``result.json``; a stage whose
+    ``result.json`` was written from the same inputs (the records file's bytes, the base model, the
+    grounders: what :func:`guirl.train.launch.stage_fingerprint` covers) is reused, as
+    :func:`guirl.train.launch.run_stage` does; other inputs retrain it. ``kill_at``: raise when a
     stage of that folder name is about to train (a kill)."""
 
     def __init__(self, kill_at=None):
         self.trained, self.reused, self.kill_at = [], [], kill_at
+
+    @staticmethod
+    def fingerprint(stage) -> str:
+        import hashlib
+
+        parts = [str(stage.base_model)] + [
+            f"{k}={hashlib.sha256(v.read_bytes()).hexdigest() if v.is_file() else v}"
+            for k, v in sorted(stage.inputs.items())
+        ]
+        return "|".join(parts)
 
     def __call__(self, stages, parallel):
         out = []
         for s in stages:
             done = s.output_dir / "result.json"
             rel = str(s.output_dir.relative_to(s.output_dir.parents[1]))
-            if done.is_file():
+            if done.is_file() and json.loads(done.read_text())["fingerprint"] == self.fingerprint(s):
                 self.reused.append(rel)
                 out.append(json.loads(done.read_text()))
                 continue
             if self.kill_at is not None and self.kill_at in str(s.output_dir):
                 raise KeyboardInterrupt(f"killed before {s.output_dir}")
-            (s.output_dir / "final").mkdir(parents=True)
+            (s.output_dir / "final").mkdir(parents=True, exist_ok=True)
             res = {
                 "final": str(s.output_dir / "final"),
                 "base_model": str(s.base_model),
-                "records": str(s.inputs.get("records")),
+                "fingerprint": self.fingerprint(s),
             }
             done.write_text(json.dumps(res))
             self.trained.append(rel)
@@ -566,3 +578,25 @@ def test_paper_3b_planner_grpo_dry_run_through_accelerate(tiny_model, minigui, t
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2] and all(r["n_generated"] == 4 for r in rows)
     assert all("reward/plan_logprob" in r and "reward/plan_prob" in r for r in rows)
+
+
+def test_a_data_set_without_verified_plans_trains_no_grounder(minigui, tmp_path):
+    from dataclasses import replace
+
+    from guirl.methods.coepg.data import annotation_rows, write_rows
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = load_config("tiny", "03_coepg_iterations", overrides=["coepg.max_train_steps=20", "coepg.iterations=2"])
+    s = ci.setup(cfg, run_dir=tmp_path / "run", start=tmp_path / "start", data_dir=minigui)
+
+    def builder(st, k, planners, verifiers):  # every plan failed verification: only steps without a target kept
+        rows = [r if not r.coordinate else replace(r, keep=False) for r in annotation_rows(st.steps)]
+        return write_rows(st.run_dir / "data" / f"D{k}.jsonl", rows, {"k": k})
+
+    runner = FakeRunner()
+    loop = ci.run_iterations(cfg, s=s, runner=runner, builder=builder, progress=False)
+    assert not any("grounder_sft" in t for t in runner.trained) and "iter1/planner_sft" in runner.trained
+    # phi_k is the model it would have started from, reported as skipped
+    assert [it.grounder_sft["final"] for it in loop.iterations] == [str(tmp_path / "start")] * 2
+    assert all("no verified plan" in it.grounder_sft["skipped"] for it in loop.iterations)
+    assert "skipped" in ci.stage_rows(loop).columns
