@@ -281,3 +281,93 @@ def test_stage_lists(cfg, data, tmp_path):
     assert [s.name for s in al_sft] == ["records", "records"] and all(s.cfg.rl.role == "androidlong" for s in al_grpo)
     recs = [json.loads(line) for line in Path(al_sft[1].inputs["records"]).read_text().splitlines()]
     assert any(r["memory"] for r in recs)  # the long loops of the training split carry a memory
+
+
+# ----------------------------------------------------------------------------- paper-profile dry runs (CPU)
+# The paper-3b profile with what a CPU box cannot do swapped out (the tiny checkpoint, float32, one
+# CPU process without DeepSpeed, no bf16) and the lengths cut to a step; every other value (LoRA,
+# Tables 4-5 / App. C.2 / Table 7 through the sections, 3AO histories, the paper prompts) is the
+# paper profile's.
+CPU = [
+    "model.torch_dtype=float32",
+    "runtime.device=cpu",
+    "runtime.accelerate_config=configs/accelerate/cpu.yaml",
+    "runtime.deepspeed_config=null",
+    "runtime.num_processes=1",
+    "runtime.bf16=false",
+    "agentcpm.sft.bf16=false",
+    "agentcpm.rft.bf16=false",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from guirl.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("models"))
+
+
+@pytest.mark.slow
+def test_agentcpm_paper_profile_dry_run(tiny_model, minigui, tmp_path):
+    from guirl.train.launch import run_stage
+    from guirl.train.rl import read_log
+
+    cfg = load_config(
+        "paper-3b",
+        overrides=[
+            f"model.path={tiny_model}",
+            *CPU,
+            "agentcpm.sft.max_steps=1",
+            "agentcpm.rft.max_steps=1",
+            "agentcpm.rft.grad_accum=8",  # 1 x 8 x 1 process = 8 completions: one prompt x Table 5's 8 generations
+            "agentcpm.rft.max_completion_length=24",
+        ],
+    )
+    split = load_splits(minigui)["train"]
+    S.write_agentcpm_data(minigui, split, [ep.episode_id for ep in split.episodes], tmp_path / "acpm")
+    sft, rft = S.agentcpm_stages(cfg, data_dir=tmp_path / "acpm", start=tiny_model, run_dir=tmp_path)
+    assert sft.cfg.sft.histories == ["3AO"] and sft.cfg.sft.system_prompt is None  # Table 4 / App. C.2 prompt
+    assert (rft.cfg.rl.group_size, rft.cfg.rl.prompts_per_step, rft.cfg.rl.beta) == (8, 1, 0.04)
+    res = run_stage(sft, echo=False)
+    assert res["global_step"] == 1 and res["adapter"] is True  # LoRA, as the paper profiles train
+    out = run_stage(rft, echo=False)
+    log = read_log(out["log"])
+    assert out["global_step"] == 1 and log[0]["n_generated"] == 8
+    assert -1.0 <= log[0]["reward"] <= 1.0 and "reward/format" in log[0]  # the -1 / 0 / 1 reward
+
+
+@pytest.mark.slow
+def test_androidlong_paper_profile_dry_run(tiny_model, minigui, tmp_path):
+    from conftest import stage_of
+    from guirl.train.launch import run_stage
+    from guirl.train.rl import read_log
+
+    cfg = load_config(
+        "paper-3b",
+        overrides=[
+            f"model.path={tiny_model}",
+            *CPU,
+            "sft.max_steps=1",
+            "androidlong.sft.max_steps=1",
+            "androidlong.rl.max_steps=1",
+            "androidlong.rl.n_samples=2",
+            "androidlong.rl.concurrency=2",  # one task x 2 episodes
+            "androidlong.rl.max_new_tokens=16",
+            "eval.max_turns=2",
+        ],
+    )
+    # 01's main agent on the paper profile is a LoRA adapter: the AndroidLong stages continue it
+    agent = run_stage(
+        stage_of(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "01"), echo=False
+    )
+    assert agent["adapter"] is True
+    cfgs = S.androidlong_configs(cfg)
+    assert cfgs[True].model.max_pixels == 500_000 and cfgs[True].rl.learning_rate == 1e-6  # Table 7
+    sft, grpo = S.androidlong_stages(cfgs, data_dir=minigui, start=Path(agent["final"]), run_dir=tmp_path)
+    mem_sft = run_stage(sft[1], echo=False)  # with memory; merges the adapter first
+    assert mem_sft["global_step"] == 1 and Path(mem_sft["base_model"]).name == "base_merged"
+    out = run_stage(grpo[1], echo=False)
+    log = read_log(out["log"])
+    assert out["role"] == "androidlong" and out["global_step"] == 1
+    assert 0.0 <= log[0]["reward"] <= 1.0 and "reward/subgoal_rate" in log[0]
+    assert log[0]["n_generated"] <= 2 * 2  # two episodes of at most two turns
