@@ -820,3 +820,38 @@ def test_online_task_facts_cover_every_online_task() -> None:
     }
     other = tiny_cfg(n_tasks=6, n_seeds=2, online_same_tasks=False)
     assert len(ev.online_task_facts(other)) == 12  # a new task set per run
+
+
+def test_an_agent_is_evaluated_like_its_policy(minigui) -> None:
+    # one policy as an agent (guirl.rollout.PolicyAgent) gives the very records of the policy itself
+    from guirl.data.splits import load_splits
+    from guirl.rollout import FunctionPolicy, PolicyAgent
+
+    split = load_splits(minigui)["train"]
+    spec = PromptSpec(n_history=2, history_mode="nAO", system_prompt="ccpo_short")
+    kw = dict(
+        protocol="ccpo",
+        image_root=split.image_root,
+        min_pixels=3136,
+        max_pixels=141120,
+        model_name="m",
+        split="s",
+        max_steps=10,
+    )
+
+    def policy():
+        return FunctionPolicy(lambda p: json.dumps({"action": "click", "coordinate": [10 * len(p[1]), 100]}))
+
+    plain = ev.evaluate_offline(policy(), split.episodes, spec, **kw)
+    agent = ev.evaluate_offline(
+        PolicyAgent(policy(), spec, min_pixels=3136, max_pixels=141120), split.episodes, spec, **kw
+    )
+    assert plain == agent and len(plain) == 10
+    with pytest.raises(ValueError, match="an agent builds its own prompts"):
+        ev.evaluate_offline(
+            PolicyAgent(policy(), spec, min_pixels=3136, max_pixels=141120),
+            split.episodes,
+            spec,
+            history_builder=lambda r, t: [],
+            **kw,
+        )
