@@ -598,7 +598,9 @@ def smoke_state() -> dict[str, Any]:
 #: 2-core host. 02 trains 8 RL stages: with about 9 CPU-bound jobs per core (load average 15-21), 5 of
 #: them took 66 min (13 min each; 00 took 55 s and 01 625 s); a second `make test` beside this one
 #: (2 jobs per core) puts 02 at about 28 min, so 3600 s leaves about 2x.
-SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600}
+#: 07 trains 6 stages (3 SFT, 3 RL) and plays 4 models online: 379 s at load average 4-8 (01: 299 s
+#: beside it), so about 3x that at 02's load; 1800 s leaves about 1.5x.
+SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600, "07_agentcpm_androidlong": 1800}
 
 
 def _smoke_param(notebook: Path):
