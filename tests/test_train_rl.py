@@ -531,10 +531,11 @@ def test_step_tasks_rows_feed_the_reward(minigui):
     from guirl.prompts import format_context
 
     step = train.episodes[0].steps[0]
-    right = get_format("ccpo").format(
+    # (the AgentCPM-GUI reward checks the compact JSON schema of the text: the answer is written in it)
+    right = get_format("agentcpm").format(
         Action.from_dict(json.loads(first.row["gt_action"])), format_context(step.screen_size, 3136, 141120)
     )
-    hook = format_reward_hook(get_reward("agentcpm").fn, "ccpo", min_pixels=3136, max_pixels=141120)
+    hook = format_reward_hook(get_reward("agentcpm").fn, "agentcpm", min_pixels=3136, max_pixels=141120)
     samples = [Sample(first.prompt, (1,), text, 0, first.row) for text in (right, "no action here")]
     assert [r.total for r in hook(samples)] == [1.0, -1.0]
     assert hook([]) == []
