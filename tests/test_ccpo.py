@@ -88,15 +88,87 @@ def test_aggregate_roi_cases(gt, rollouts, kw, kind, roi):
 
 def test_aggregate_roi_includes_the_annotated_boxes():
     # gt box (0.4, 0.4)-(0.6, 0.6) = (112, 201.6)-(168, 302.4) px: padded and aligned to
-    # (84, 168)-(196, 336); candidate box corners join unless switched off
+    # (84, 168)-(196, 336); candidate box corners join only with include_candidates (released code)
     obs, pts = aggregate_roi(VIEW, click(0.5, 0.5), [], target_box=(0.4, 0.4, 0.6, 0.6))
     assert obs.roi_px == (84, 168, 196, 336) and pts == ((0.5, 0.5), (0.4, 0.4), (0.6, 0.6))
     cand = ((0.0, 0.0, 0.1, 0.1),)
-    # corners (0, 0), (28, 50.4) with the gt point: (-28, -28)-(168, 280) padded, slid inside
     obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand)
-    assert obs.roi_px == (0, 0, 196, 308)
-    obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand, include_candidates=False)
     assert obs.roi_px == (112, 224, 168, 280)
+    # corners (0, 0), (28, 50.4) with the gt point: (-28, -28)-(168, 280) padded, slid inside
+    obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand, include_candidates=True)
+    assert obs.roi_px == (0, 0, 196, 308)
+    assert CCPOSection().include_candidates is False  # the paper's ROI is the default
+
+
+# ----------------------------------------------------------------------------- ROIs on a real AndroidControl layout
+def _fixtures():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_fixtures", Path(__file__).parent / "fixtures" / "make_fixtures.py"
+    )
+    mf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mf)  # type: ignore[union-attr]
+    return mf
+
+
+def real_layout_history_tokens(tmp_path, *, candidates: str, include_candidates: bool) -> dict[str, list[int]]:
+    """Visual tokens of the screenshots of the last step's 1AO and 3AO prompts (history crops,
+    then the current screen) of the real-layout episode (:func:`make_androidcontrol_real_layout`:
+    1080 x 2400, a full accessibility tree) at the paper-3b pixel budget, loaded with
+    ``candidates`` and cropped by CCPO's training CASC with the annotation only (a group whose
+    rollouts all agree with it)."""
+    from guirl.data.loaders import load_dataset
+    from guirl.methods.ccpo.casc import obs_tokens
+    from guirl.methods.ccpo.history import training_history
+    from guirl.methods.ccpo.progressive import load_model_view
+
+    cfg = load_config("paper-3b", overrides=[f"ccpo.include_candidates={str(include_candidates).lower()}"])
+    budget = {"min_pixels": cfg.model.min_pixels, "max_pixels": cfg.model.max_pixels}
+    builder = training_history(cfg)
+    root = tmp_path / candidates
+    ep = load_dataset(
+        "androidcontrol",
+        _fixtures().make_androidcontrol_real_layout(root),
+        image_dir=root / "out",
+        candidates=candidates,
+    ).episodes[0]
+    views = [load_model_view(root / "out" / s.screenshot, **budget) for s in ep.steps]
+    per_step = []
+    for s, view in zip(ep.steps, views):
+        obs, _ = aggregate_roi(
+            view, s.action, [], target_box=s.target_box, candidate_boxes=s.candidate_boxes, **builder.kw
+        )
+        per_step.append(obs_tokens(obs, **budget))
+    t = len(ep.steps) - 1
+    current = visual_tokens_of(views[t], budget)
+    return {tag: per_step[max(0, t - n) : t] + [current] for tag, n in (("1AO", 1), ("3AO", 3))}
+
+
+def visual_tokens_of(image, budget):
+    from guirl.imaging import visual_tokens
+
+    return visual_tokens(image.height, image.width, **budget)
+
+
+def test_casc_on_a_real_androidcontrol_layout_keeps_a_small_part_of_a_past_click(tmp_path):
+    # Every accessibility node as a candidate and its corners in the ROI (the loader and CASC
+    # defaults before): the root layouts span the screen, so each past click keeps the whole
+    # 1092 x 2408 model view, 3,354 tokens. The paper's ROI (annotated point + acted element's box,
+    # the loader's candidates = the clickable nodes containing the point): a small crop.
+    before = real_layout_history_tokens(tmp_path, candidates="all", include_candidates=True)
+    assert before == {"1AO": [3354, 3354], "3AO": [3354, 3354, 3354, 3354]}
+    after = real_layout_history_tokens(tmp_path, candidates="containing", include_candidates=False)
+    # model-view px = screen px x (1092/1080, 2408/2400); padded by 28 px, slid inside, on the grid:
+    # the "Create" tab (216 x 126 px) -> (392, 2184)-(700, 2380), 11 x 7 = 77 tokens; the third row
+    # (the clickable node under the thumbnail, 1080 x 400) -> 39 x 17 = 663; the first row's "more"
+    # button (116 x 100 px at the right edge) -> (896, 448)-(1092, 616), 7 x 6 = 42
+    assert after == {"1AO": [42, 3354], "3AO": [77, 663, 42, 3354]}
+    assert all(tok <= 0.2 * 3354 for tok in after["3AO"][:-1])
+    # the released code's reading (candidate corners join) on the same, now element-centred, candidates:
+    # the "more" button's clickable row joins its ROI
+    released = real_layout_history_tokens(tmp_path, candidates="containing", include_candidates=True)
+    assert released == {"1AO": [663, 3354], "3AO": [77, 663, 663, 3354]}
 
 
 # ----------------------------------------------------------------------------- progressive rollouts
@@ -220,6 +292,59 @@ def test_casc_at_inference_through_step_prompts(tmp_path):
         [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, policy="min")
     )
     assert len(mn[2].prompt[1]) == 3 and mn[2].prompt[1][1].size == (W, H)
+
+
+# ----------------------------------------------------------------------------- one patch rule
+def _role_matcher(monkeypatch, role: str, overrides=()):
+    """The ``matcher`` a role's hook builder hands to the shared semi-online loop."""
+    import guirl.rl.multiturn as mt
+    from guirl.methods import get_role
+    from guirl.rl.hooks import HookInputs
+
+    seen = {}
+    monkeypatch.setattr(mt, "semi_online_hooks", lambda cfg, data_dir, **kw: seen.update(kw))
+    cfg = load_config("tiny", overrides=[f"rl.role={role}", "rl.reward=null", *overrides])
+    get_role(role)(cfg, HookInputs(Path(".")))
+    return seen["matcher"]
+
+
+def _parsed(action):
+    from guirl.actions.types import ParseResult
+
+    return ParseResult(action=action, raw="")
+
+
+# target box 0.2 x 0.1 around the point (0.5, 0.5); MiniGUI targets are larger than tau_min = 0.04
+_GT = __import__("guirl.rewards.base", fromlist=["GroundTruth"]).GroundTruth(
+    click(0.5, 0.5), box=(0.4, 0.45, 0.6, 0.55), candidate_boxes=((0.4, 0.45, 0.6, 0.55),)
+)
+MATCH_CASES = [  # (prediction, UI-S1 extract_match, ccpo_match)
+    (click(0.5, 0.5), True, True),
+    (click(0.52, 0.52), True, True),  # 0.028 from the point
+    (click(0.58, 0.5), True, False),  # inside the box, 0.08 from the point: only UI-S1's rule accepts
+    (click(0.67, 0.5), False, False),  # outside the 1.2x box (x <= 0.62)
+    (TYPE, False, False),
+]
+
+
+@pytest.mark.parametrize("pred, uis1, ccpo_rule", MATCH_CASES)
+def test_so_rl_and_ccpo_decide_matched_with_one_rule(monkeypatch, pred, uis1, ccpo_rule):
+    so = _role_matcher(monkeypatch, "semi_online")
+    cc = _role_matcher(monkeypatch, "ccpo")
+    assert so(_parsed(pred), _GT) is uis1 and cc(_parsed(pred), _GT) is uis1  # default: SO-RL's rule for both
+    coupled = _role_matcher(monkeypatch, "ccpo", ["ccpo.match_rule=ccpo_reward"])  # the option
+    assert coupled(_parsed(pred), _GT) is ccpo_rule is ccpo_match(_parsed(pred), _GT)
+    assert so(_parsed(None), _GT) is False and cc(_parsed(None), _GT) is False  # an unparsable output
+
+
+def test_match_rules_are_one_setting_of_the_semi_online_section(monkeypatch):
+    # a rule set named in semi_online.match_rules changes both roles' decision
+    so = _role_matcher(monkeypatch, "semi_online", ["semi_online.match_rules=ccpo_reward"])
+    cc = _role_matcher(monkeypatch, "ccpo", ["semi_online.match_rules=ccpo_reward"])
+    far_inside = _parsed(click(0.58, 0.5))
+    assert so(far_inside, _GT) is cc(far_inside, _GT)
+    with pytest.raises(Exception, match="unknown matching rule set 'nope'"):
+        load_config("tiny", overrides=["semi_online.match_rules=nope"])
 
 
 # ----------------------------------------------------------------------------- config

@@ -36,6 +36,7 @@ from guirl.studies.shared.paired import paired_table
 from guirl.studies.shared.rl_runs import LABELS, RL_METHODS, RLRun, rl_log, rl_stage_config
 
 __all__ = [
+    "CASC_ONLY",
     "main_runs",
     "ablation_runs",
     "fit_cost_model",
@@ -184,12 +185,9 @@ def roi_samples(
     ``model`` (a stage result, e.g. an RL or SFT ``result.json``, or a full-model folder) on the
     first ``n_episodes`` training episodes; returns the
     :class:`guirl.methods.ccpo.progressive.ROIRecord` of every history screenshot CASC showed."""
-    from functools import partial
-
     from guirl.data.splits import load_splits
-    from guirl.methods.ccpo.config import reward_config
-    from guirl.methods.ccpo.history import ccpo_section, training_history
-    from guirl.methods.ccpo.reward import ccpo_match
+    from guirl.methods.ccpo.history import training_history
+    from guirl.methods.ccpo.rl import ccpo_matcher
     from guirl.models import load_model, load_processor, load_trained
     from guirl.prompts import prompt_spec
     from guirl.rl.multiturn import episode_tasks, semi_online_rollout
@@ -211,7 +209,7 @@ def roi_samples(
     policy = HFPolicy(net, processor, max_new_tokens=rl.max_new_tokens, batch_size=rl.rollout_batch_size)
     so = getattr(stage_cfg, "semi_online", None) or SemiOnlineConfig()
     hook = semi_online_rollout(
-        partial(ccpo_match, cfg=reward_config(ccpo_section(stage_cfg))),
+        ccpo_matcher(stage_cfg),
         patch_threshold=so.patch_threshold,
         min_pixels=m.min_pixels,
         max_pixels=m.max_pixels,
@@ -252,6 +250,10 @@ def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, 
 
 
 # ----------------------------------------------------------------------------- notebook 02's grid
+#: Label of Table 5's "+ CASC" run: CCPO's loop and CASC with SO-RL's (UI-S1's) reward.
+CASC_ONLY = "CASC (UI-S1 reward)"
+
+
 def main_runs(cfg: Config) -> list[RLRun]:
     """SO-RL and CCPO at every ``eval.histories`` setting (CCPO Tables 2 and 4), SO-RL first;
     labels ``SO-RL`` / ``CCPO`` (the history setting is a column of the tables)."""
@@ -260,8 +262,10 @@ def main_runs(cfg: Config) -> list[RLRun]:
 
 def ablation_runs(cfg: Config) -> list[RLRun]:
     """The extra CCPO runs of the ablations at ``ccpo.ablation_history`` (none when it is null):
-    ``+CASC`` without the distance reward (Table 5, ``ccpo.distance_credit: false``), MIN-COMPRESS
-    (Table 10, ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
+    "+ CASC" of Table 5 (:data:`CASC_ONLY`: CCPO's loop with SO-RL's reward, ``rl.reward:
+    semi_online``; SO-RL and CCPO decide "matched" with one rule, so against SO-RL it changes CASC
+    alone, and "+ CASC + CR", full CCPO, adds the coordinate-aware reward), MIN-COMPRESS (Table 10,
+    ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
     ``rl.group_size`` (Table 11; the main CCPO run is the ``rl.group_size`` row)."""
     from guirl.methods.ccpo.history import ccpo_section
 
@@ -270,7 +274,7 @@ def ablation_runs(cfg: Config) -> list[RLRun]:
     if h is None:
         return []
     runs = [
-        RLRun("ccpo", h, "CCPO w/o CR", "nocr", (("ccpo.distance_credit", False),)),
+        RLRun("ccpo", h, CASC_ONLY, "casc", (("rl.reward", "semi_online"),)),
         RLRun("ccpo", h, "CCPO MIN", "min", (("ccpo.compress", "min"),)),
     ]
     runs += [

@@ -3,8 +3,9 @@
 Training (:class:`ProgressiveCASC`, a group history builder of
 :func:`guirl.rl.multiturn.semi_online_rollout`). The N trajectories of one task advance in
 lockstep rounds, one round per step ``t``. After round ``k`` the group's coordinate history for
-step ``k`` is known: the annotated coordinates of step ``k`` (eq. 8: the gt point, and the gt
-and candidate boxes "if present", Sec. 3.3 Action Tracking) together with the coordinates of
+step ``k`` is known: the annotated coordinates of step ``k`` (eq. 8: the gt point, and the acted
+element's box "if present", Sec. 3.3 Action Tracking; the candidate boxes' corners too with
+``include_candidates``, the released code) together with the coordinates of
 every trajectory's step-``k`` action (eq. 7; any action carrying a point, whatever its type).
 They are aggregated into one ROI per history step (eq. 9, :func:`aggregate_roi`) and, from
 round ``k + 1`` on, every trajectory of the group shows step ``k``'s screenshot cropped to that
@@ -89,13 +90,14 @@ def aggregate_roi(
     margin: float = DEFAULT_MARGIN_PX,
     min_size: float = DEFAULT_MIN_SIZE_PX,
     grid: int = DEFAULT_GRID_PX,
-    include_candidates: bool = True,
+    include_candidates: bool = False,
     scroll_is_coordinate: bool = True,
     coordinate_steps: Literal["gt", "any"] = "gt",
 ) -> tuple[CompressedObs, tuple[tuple[float, float], ...]]:
     """One history step under CASC (CCPO eqs. 7-10): the compressed observation of ``view`` (the
     model view of the step's screenshot) and the aggregated normalised points: the annotation
-    (``gt`` point, ``target_box`` and, with ``include_candidates``, ``candidate_boxes`` corners)
+    (``gt`` point, ``target_box`` corners and, with ``include_candidates``, ``candidate_boxes``
+    corners, the released code)
     and every rollout action's point(s); ``None`` (unparsable) rollouts add nothing. Points off
     the screen are clamped before the ROI is built (:func:`guirl.methods.ccpo.casc.roi_from_points`)."""
     rec = StepRecord(
@@ -138,7 +140,7 @@ class ProgressiveCASC:
         margin: float = DEFAULT_MARGIN_PX,
         min_size: float = DEFAULT_MIN_SIZE_PX,
         grid: int = DEFAULT_GRID_PX,
-        include_candidates: bool = True,
+        include_candidates: bool = False,
         scroll_is_coordinate: bool = True,
         coordinate_steps: Literal["gt", "any"] = "gt",
         keep_records: bool = True,
