@@ -6,7 +6,6 @@ notebook 02's helpers (Table 4 with a cost model, Figure 6, ROI screens)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -294,6 +293,38 @@ def test_casc_at_inference_through_step_prompts(tmp_path):
     assert len(mn[2].prompt[1]) == 3 and mn[2].prompt[1][1].size == (W, H)
 
 
+def test_casc_at_inference_crops_as_training_does(tmp_path):
+    """Table 13's "optimized inference" aligned with training CASC: with a ground-truth history the
+    crop holds the point and the acted element's box, equal to the training crop of a group whose
+    rollouts agreed with the annotation; an action outside the recorded box crops its point only."""
+    import dataclasses
+
+    from guirl.methods.ccpo.progressive import _acted_box, load_model_view
+    from guirl.rollout import step_prompts
+
+    ep = make_episode(tmp_path)  # click (0.5, 0.5), type "milk", click (0.2, 0.75)
+    box = (0.3, 0.4, 0.7, 0.6)  # the clicked element: (84, 201.6)-(196, 302.4) px
+    ep = dataclasses.replace(ep, steps=(dataclasses.replace(ep.steps[0], target_box=box), *ep.steps[1:]))
+    spec = PromptSpec("ccpo", 3, "nAO")
+    records = []
+    prompts = step_prompts(
+        [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, records=records)
+    )
+    crop = prompts[1].prompt[1][0]
+    # padded by 28 px and aligned: (56, 168)-(224, 336), 6 x 6 tokens (the point alone: 2 x 2)
+    assert crop.size == (168, 168) and records[0].roi_px == (56, 168, 224, 336)
+    view = load_model_view(tmp_path / ep.steps[0].screenshot, **BUDGET)
+    trained, _ = aggregate_roi(view, ep.steps[0].action, [ep.steps[0].action] * 4, target_box=box)
+    assert trained.roi_px == records[0].roi_px and trained.image.tobytes() == crop.tobytes()
+    no_box = step_prompts(
+        [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, element_box=False)
+    )
+    assert no_box[1].prompt[1][0].size == (56, 56)  # the point alone (the rule before)
+    # the model's own action outside the recorded element: its point only, not that element's box
+    assert _acted_box(click(0.9, 0.9), box) is None and _acted_box(click(0.5, 0.5), box) == box
+    assert _acted_box(TYPE, box) is None
+
+
 # ----------------------------------------------------------------------------- one patch rule
 def _role_matcher(monkeypatch, role: str, overrides=()):
     """The ``matcher`` a role's hook builder hands to the shared semi-online loop."""
@@ -569,16 +600,19 @@ PAPER_CPU_DRY_RUN = [
 
 
 @pytest.mark.slow
-def test_paper_3b_ccpo_dry_run_through_accelerate_saves_a_lora_adapter(tiny_model, minigui, tmp_path):
+def test_paper_3b_ccpo_dry_run_through_accelerate_trains_all_parameters(tiny_model, minigui, tmp_path):
+    import torch
+
     from guirl.train.launch import run_stage
     from guirl.train.rl import FINAL_DIR, LOG_FILE, RL_ENTRY, read_log
 
     cfg = load_config(
         "paper-3b", overrides=[f"model.path={tiny_model}", *PAPER_CPU_DRY_RUN, "rl.max_steps=2", "rl.save_steps=2"]
     )
-    assert cfg.lora.enabled and cfg.rl.dapo_std_threshold == 0.2 and cfg.rl.mini_batches == 4
-    # RL continues from an SFT result that is a LoRA adapter (CCPO A.1.2), as the paper profiles'
-    # SFT produces: the engine merges it into its base and trains a fresh adapter
+    assert cfg.rl.dapo_std_threshold == 0.2 and cfg.rl.mini_batches == 4 and cfg.rl.learning_rate == 5e-7
+    assert not cfg.rl.lora and cfg.runtime.activation_checkpointing  # CCPO Table 8: a full-parameter setup
+    # RL continues from an SFT result that is a LoRA adapter (CCPO A.1.2, Table 7's LoRA SFT): the
+    # engine merges it into its base and trains every parameter of the merged model
     from guirl.models import apply_lora, load_model
 
     sft = tmp_path / "sft_final"
@@ -587,12 +621,17 @@ def test_paper_3b_ccpo_dry_run_through_accelerate_saves_a_lora_adapter(tiny_mode
     result = run_stage(
         stage_of(cfg, "ccpo_3AO", data_dir=minigui, base_model=sft, output_dir=out, entry=RL_ENTRY), echo=False
     )
-    assert result["global_step"] == 2 and result["role"] == "ccpo" and result["adapter"] is True
+    assert result["global_step"] == 2 and result["role"] == "ccpo" and result["adapter"] is False
+    assert result["trainable_parameters"] == result["parameters"] > 0  # vision tower and LM alike
+    assert result["learning_rate"] == 5e-7
     assert Path(result["base_model"]) == out / "base_merged"  # the SFT adapter, merged once
-    saved = json.loads((out / FINAL_DIR / "adapter_config.json").read_text())
-    assert saved["r"] == 8 and saved["lora_alpha"] == 16  # CCPO Table 7
+    assert (out / FINAL_DIR / "config.json").is_file() and not (out / FINAL_DIR / "adapter_config.json").exists()
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2] and all("compression_rate" in r for r in rows)
+    if any(not r["skipped"] for r in rows):  # an update moved the vision tower and the language model
+        start, final = load_model(out / "base_merged").state_dict(), load_model(out / FINAL_DIR).state_dict()
+        moved = {k.split(".")[1] for k in start if not torch.equal(start[k], final[k])}
+        assert {"visual", "language_model"} <= moved, moved
 
 
 @pytest.mark.slow

@@ -475,8 +475,8 @@ class RuntimeConfig(_Section):
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
     threads: int | None = Field(default=None, ge=1)
-    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
-    # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
+    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default) and in the RL
+    # update (docs/rl.md, memory): GPU memory for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model
     activation_checkpointing: bool = True
     # TRL's fused LM head projects only the labelled positions on every device (it does so on CUDA already; on CPU
     # it projects all of them): same loss, a tiny-model SFT step 27% faster on CPU (guirl.train.lm_head, docs/stack.md)

@@ -19,12 +19,16 @@ Crops are taken from the model view (the screenshot resized with the model's pix
 aligned to the 28 px grid (:mod:`guirl.methods.ccpo.casc`), so a crop passes through the
 processor unchanged.
 
-Inference (:func:`casc_inference_history`, CCPO App. A.6.1 "optimized inference", Table 13): a
-:data:`guirl.rollout.HistoryBuilder` for :func:`guirl.rollout.step_prompts` /
-:func:`guirl.studies.shared.evaluation.evaluate_offline` / :func:`guirl.rollout.rollout_recorded`: there are
-no rollouts at test time, so each history screenshot is cropped around the point(s) of the
-action the history shows for it (the annotated action with a ground-truth history, the model's
-own with an own history); non-coordinate steps are dropped (MAX) or kept (MIN).
+Inference (:func:`casc_inference_history`, CCPO App. A.6.1 "optimized inference", Table 13:
+"aligning inference with our training-time CASC"): a :data:`guirl.rollout.HistoryBuilder` for
+:func:`guirl.rollout.step_prompts` / :func:`guirl.studies.shared.evaluation.evaluate_offline` /
+:func:`guirl.rollout.rollout_recorded`. The ROI of a history screenshot is built as in training
+from what is known at test time: the point(s) of the action the history shows for it (the
+annotated action with a ground-truth history, the model's own with an own history) and the
+recorded step's element box when that action acts inside it (always for the annotated action: the
+box is the acted element); there are no rollouts at test time. Non-coordinate steps are dropped
+(MAX) or kept (MIN). With a ground-truth history a crop therefore equals the training crop of a
+group whose rollouts all agreed with the annotation.
 
 Every ROI a builder makes is recorded (:class:`ROIRecord`) for the sample-screen figures.
 """
@@ -45,6 +49,7 @@ from guirl.methods.ccpo.casc import (
     CompressedObs,
     Policy,
     StepRecord,
+    action_points,
     compress_history,
     to_model_view,
     tracked_points,
@@ -195,6 +200,16 @@ class ProgressiveCASC:
         return out
 
 
+def _acted_box(action: Action, box: tuple[float, float, float, float] | None):
+    """``box`` when every point of ``action`` lies in it (the element the action acts on), else
+    ``None``."""
+    pts = action_points(action)
+    if box is None or not pts:
+        return None
+    x1, y1, x2, y2 = box
+    return box if all(x1 <= x <= x2 and y1 <= y <= y2 for x, y in pts) else None
+
+
 def casc_inference_history(
     *,
     min_pixels: int,
@@ -204,19 +219,23 @@ def casc_inference_history(
     min_size: float = DEFAULT_MIN_SIZE_PX,
     grid: int = DEFAULT_GRID_PX,
     scroll_is_coordinate: bool = True,
+    element_box: bool = True,
     n_history: int | None = None,
     records: list[ROIRecord] | None = None,
 ):
     """CASC at inference (CCPO App. A.6.1, Table 13): a :data:`guirl.rollout.HistoryBuilder` that
-    crops each history screenshot around the point(s) of the action shown for it and drops (MAX)
-    or keeps (MIN) the screenshots of non-coordinate actions (module doc). ``n_history``: compress
-    only the last ``n`` pairs (the ones a prompt shows; ``None``: all). ROI records are appended
-    to ``records`` when given."""
+    crops each history screenshot around the point(s) of the action shown for it and, with
+    ``element_box``, the recorded step's element box (``Step.target_box``) when those points lie in
+    it, as the training ROI holds the acted element's box; it drops (MAX) or keeps (MIN) the
+    screenshots of non-coordinate actions (module doc). ``n_history``: compress only the last ``n``
+    pairs (the ones a prompt shows; ``None``: all). ROI records are appended to ``records`` when
+    given."""
 
     def build(rollout: Any, t: int) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
         hist = rollout.history
         lo = 0 if n_history is None else max(0, len(hist) - n_history)
+        steps = rollout.episode.steps
         for k, entry in enumerate(hist):
             if k < lo:
                 out.append((entry.text, entry.image))
@@ -224,10 +243,14 @@ def casc_inference_history(
             view = load_model_view(entry.image, min_pixels=min_pixels, max_pixels=max_pixels)
             # an unparsable own output shows no action: treated as a non-coordinate step
             action = entry.action if entry.action is not None else Action("wait")
+            box = None
+            if element_box and len(hist) == t and k < len(steps):  # one entry per earlier step
+                box = _acted_box(action, steps[k].target_box)
             obs, pts = aggregate_roi(
                 view,
                 action,
                 (),
+                target_box=box,
                 policy=policy,
                 margin=margin,
                 min_size=min_size,
