@@ -40,8 +40,9 @@ class CCPOSection(Section):
     decides with, ``semi_online.match_rules``: CCPO follows SO-RL's procedure, App. A.1.2) or
     ``ccpo_reward`` (type right and full accuracy credit of CCPO's reward, within ``tau_min``: an
     option, not in the paper). ``ablation_history`` / ``ablation_group_sizes``:
-    the setting and the rollout counts of notebook 02's ablations (Tables 5, 10, 11); they do not
-    change training.
+    the setting and the rollout counts of notebook 02's ablations (Tables 5, 10, 11), and
+    ``ablation_max_steps`` their RL steps (``null``: ``rl.max_steps``, the main runs'); they do not
+    change the main runs.
     """
 
     compress: Literal["max", "min", "none"] = "max"  # CCPO App. A.4: MAX-COMPRESS in the main paper
@@ -58,6 +59,7 @@ class CCPOSection(Section):
     # Table 5 (+CASC without the distance reward), Table 10 (MIN-COMPRESS) and Table 11 (rollouts).
     ablation_history: str | None = "3AO"  # CCPO Table 11 rows are 3AO (Table 5 does not say); null: none
     ablation_group_sizes: list[int] = Field(default_factory=lambda: [2, 4, 8, 12, 16])  # CCPO Table 11
+    ablation_max_steps: int | None = Field(default=None, ge=1)  # null: rl.max_steps (not a paper value)
 
     @field_validator("ablation_history")
     @classmethod
