@@ -576,11 +576,16 @@ def test_ccpo_stage_in_process_logs_table4_fields(tiny_model, minigui, tmp_path)
         assert 0 < r["compression_rate"] < 1 and r["prompt_tokens_full"] > r["prompt_tokens"]  # CASC cropped
         assert {"reward/format", "reward/type", "reward/content"} <= set(r)  # eq. 11's components
         assert r["step_seconds"] > 0
+        if not r["skipped"]:  # the update's parts: reference log-probs (beta > 0), no old ones (1 mini-batch)
+            parts = r["logprob_ref_seconds"] + r["logprob_old_seconds"] + r["grad_seconds"]
+            assert r["logprob_ref_seconds"] > 0 and r["logprob_old_seconds"] == 0 and r["grad_seconds"] > 0
+            assert parts <= r["update_seconds"] and r["gen_seconds"] + r["update_seconds"] <= r["step_seconds"]
 
 
 # A paper profile with only what a CPU cannot do swapped out (checkpoint, precision, one CPU
-# process instead of 8 GPUs with ZeRO-2) and the sizes cut; LoRA (CCPO Table 7), CCPO's reward,
-# CASC (MAX), DAPO (0.2), KL and 4 mini-batches stay the profile's (CCPO Table 8).
+# process instead of 8 GPUs with ZeRO-2) and the sizes cut; all-parameter RL with activation
+# checkpointing, CCPO's reward, CASC (MAX), DAPO (0.2), KL and 4 mini-batches stay the profile's
+# (CCPO Table 8).
 PAPER_CPU_DRY_RUN = [
     "model.torch_dtype=float32",
     "runtime.device=cpu",
