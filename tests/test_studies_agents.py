@@ -56,11 +56,11 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
 def test_one_sft_model_per_history_setting() -> None:
     from guirl.studies.shared.agents import evaluated_histories, history_agents
 
-    cfg = load_config("tiny")  # sft.histories [1AO, 3AO], the 3AO model 200 steps (sft.history_recipes)
+    cfg = load_config("tiny")  # sft.histories [1AO, 3AO], the 3AO model 120 steps (sft.history_recipes)
     main, low = sft_agents(cfg)
     (h3,) = history_agents(cfg)
     assert (h3.name, h3.stage_dir, h3.history, h3.cfg.sft.histories) == ("SFT (High, 3AO)", "sft_3AO", "3AO", ["3AO"])
-    assert recipe(h3.cfg) == (200, 8, "cosine", 3e-3) and recipe(main.cfg)[0] == 560  # its own length only
+    assert recipe(h3.cfg) == (120, 8, "cosine", 3e-3) and recipe(main.cfg)[0] == 560  # its own length only
     assert h3.cfg.sft.use_step_instruction is False and h3.cfg.sft.history_recipes is None
     assert [evaluated_histories(cfg, a) for a in (main, low, h3)] == [["1AO"], ["1AO"], ["3AO"]]
     # paper profiles: both settings of sft.histories, each its own model from the base
@@ -144,7 +144,7 @@ def test_tiny_profile_recipes() -> None:
     cfg = load_config("tiny")
     assert cfg.grounding.max_steps == 300
     assert [recipe(a.cfg) for a in sft_agents(cfg)] == [(560, 8, "cosine", 3e-3), (280, 8, "cosine", 2e-3)]
-    assert cfg.sft.histories == ["1AO", "3AO"] and cfg.sft.history_recipes["3AO"].max_steps == 200
+    assert cfg.sft.histories == ["1AO", "3AO"] and cfg.sft.history_recipes["3AO"].max_steps == 120
 
 
 def test_an_executor_on_a_low_main_agent_is_refused() -> None:
