@@ -32,6 +32,11 @@ def write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 # ---------------------------------------------------------------------------------- profiles
 @pytest.mark.parametrize("profile", PROFILES)
 def test_shipped_profiles_load(profile: str) -> None:
@@ -266,6 +271,34 @@ ERROR_CASES = {
         "override sft.save_total_limit=0",
         "sft.save_total_limit",
         "greater than or equal to 1",
+    ),
+    # an experiment file that is not UTF-8 text (one Latin-1 byte in a comment)
+    "not UTF-8": lambda tmp: (
+        dict(profile="tiny", experiment=_write_bytes(tmp / "latin1.yaml", b"sft:\n  seed_note: 1 # caf\xe9\n")),
+        "latin1.yaml",
+        "experiment",
+        "not UTF-8 text (byte 0xe9",
+    ),
+    # an infinite learning rate from an override
+    "infinite learning rate": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.learning_rate=.inf"]),
+        "override sft.learning_rate=.inf",
+        "sft.learning_rate",
+        "set sft.learning_rate to a finite number",
+    ),
+    # a KL coefficient that is not a number, from an override
+    "nan coefficient": lambda tmp: (
+        dict(profile="tiny", overrides=["rl.beta=.nan"]),
+        "override rl.beta=.nan",
+        "rl.beta",
+        "not a finite number",
+    ),
+    # an infinite RL learning rate in an experiment yaml
+    "infinite learning rate in a file": lambda tmp: (
+        dict(profile="tiny", experiment=write_yaml(tmp / "inf.yaml", {"rl": {"learning_rate": float("inf")}})),
+        "inf.yaml",
+        "rl.learning_rate",
+        "set rl.learning_rate to a finite number",
     ),
     # a required key left out of a profile
     "missing key": lambda tmp: (

@@ -244,6 +244,84 @@ def test_rewarded_action_probability_rises(tiny_model, tmp_path, sign, direction
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["n_generated"] == 16 for r in rows)
 
 
+def _payload(marker: str) -> None:
+    """What a crafted checkpoint file would run on unpickling (here: leave a marker file)."""
+    Path(marker).write_text("ran")
+
+
+class _Crafted:
+    """Unpickles into a call of :func:`_payload`: a pickle that runs code when loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (_payload, (self.marker,))
+
+
+def _stop_after(out: Path, step: int) -> None:
+    """Make ``out`` look like a run killed after its step-``step`` checkpoint."""
+    import shutil
+
+    for p in [out / RESULT_FILE, out / FINAL_DIR, *out.glob("checkpoint-*")]:
+        if p.name.startswith("checkpoint-") and int(p.name.removeprefix("checkpoint-")) <= step:
+            continue
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+@pytest.mark.slow
+def test_resume_refuses_pickles_drops_a_torn_log_line_and_sums_training_time(tiny_model, tmp_path):
+    hooks = _toy_hooks()
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=3", "rl.save_steps=1", "rl.save_total_limit=5"])
+    out = tmp_path / "rl"
+    train_rl(cfg, hooks, base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    _stop_after(out, 2)  # killed after its step-2 checkpoint, in the middle of writing row 4
+    with (out / LOG_FILE).open("a") as f:
+        f.write('{"step": 3, "reward": 0.5, "rew')
+    engine = json.loads((out / "checkpoint-2" / "engine.json").read_text())
+    assert set(engine) == {"engine", "tasks", "scheduler"}  # plain JSON, no custom pickle beside it
+    assert not list((out / "checkpoint-2").glob("custom_checkpoint_*"))
+    engine["engine"]["train_seconds"] = 1000.0  # earlier runs trained 1000 s for steps 1-2
+    (out / "checkpoint-2" / "engine.json").write_text(json.dumps(engine))
+
+    # a checkpoint copied from elsewhere with a pickle that runs code: refused, nothing runs
+    marker = tmp_path / "pwned"
+    rng = out / "checkpoint-2" / "random_states_0.pkl"
+    good_rng = rng.read_bytes()
+    torch.save({"random_state": _Crafted(marker)}, rng)
+    with pytest.raises(RuntimeError, match=r"random_states_0.pkl: holds objects other than tensors and plain data"):
+        train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert not marker.exists()
+
+    rng.write_bytes(good_rng)  # the genuine RNG state, and a crafted pickle where accelerate keeps its own objects
+    torch.save({"x": _Crafted(marker)}, out / "checkpoint-2" / "custom_checkpoint_0.pkl")
+    with pytest.raises(RuntimeError, match=r"custom_checkpoint_0.pkl: a pickle of objects this engine never writes"):
+        train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert not marker.exists()
+
+    # without it: resumes at step 3
+    (out / "checkpoint-2" / "custom_checkpoint_0.pkl").unlink()
+    with pytest.warns(UserWarning, match=rf"{LOG_FILE}: line 4 is cut short"):
+        result = train_rl(
+            cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False
+        )
+    assert not marker.exists()
+    assert result["first_step"] == 2 and result["global_step"] == 3
+    assert [r["step"] for r in read_log(out / LOG_FILE)] == [1, 2, 3]  # the torn line went, step 3 once
+    assert result["train_seconds"] > 1000.0  # the training time of steps 1-2 is counted
+
+
+@pytest.mark.slow
+def test_rows_of_a_run_killed_before_its_first_checkpoint_are_not_kept(tiny_model, tmp_path):
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=2"])  # no checkpoint before the end
+    out = tmp_path / "rl"
+    train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    _stop_after(out, 0)  # killed after logging steps 1-2, before any checkpoint
+    result = train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert result["first_step"] == 0
+    assert [r["step"] for r in read_log(out / LOG_FILE)] == [1, 2]  # not [1, 2, 1, 2]
+
+
 def test_dapo_accumulates_groups_until_the_batch_is_full():
     """The engine's collect loop with a scripted policy: groups whose rewards are all equal are
     dropped and more tasks are drawn until ``prompts_per_step`` groups are kept (DAPO)."""
