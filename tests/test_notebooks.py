@@ -254,17 +254,19 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.studies.shared.agents import sft_agents
+    from guirl.studies.shared.agents import evaluated_histories, history_agents, sft_agents
 
     cfg = check_saved_config_is_the_one_used(out)
     agents = sft_agents(cfg)
     assert [a.level for a in agents] == ["High", "Low"]  # tiny: the goal-only main agent and the Low executor
     histories, splits = len(cfg.eval.histories), 3
-    # zero-shot and the executor at the first history setting, the main agent at each
+    # zero-shot and the executor at the first history setting, the main agent's model of each setting at it
+    # (tiny: one model per setting, CCPO's separate 1AO / 3AO models)
+    assert [a.history for a in history_agents(cfg)] == cfg.sft.histories[1:] == cfg.eval.histories[1:]
     table2 = out.table("table2_step_metrics", rows=2 + histories)
     assert [(r["model"], r["history"]) for r in table2] == [("zero-shot", cfg.eval.histories[0])] + [
-        ("SFT (High)", h) for h in cfg.eval.histories
-    ] + [("SFT (Low)", cfg.eval.histories[0])]
+        (a.name, h) for a in agents + history_agents(cfg) for h in evaluated_histories(cfg, a)
+    ]
     assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
     steps = out.table("step_metrics_ci", rows=(2 + histories) * splits)
     in_range(steps, lambda k: k in ("TM", "SR"), 0.0, 100.0)
@@ -326,8 +328,16 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     stages = out.table("rl_stages", rows=n_main + n_ab)
     assert all(s["steps"] == cfg.rl.max_steps and s["trained"] > 0 for s in stages)
     rise = out.table("reward_rise", rows=n_main + n_ab)
-    for r in rise + out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits):
+    paired = out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits)
+    paired += out.table("casc_inference_paired", rows=splits * histories)  # CCPO* - CCPO, Table 13's inference
+    for r in rise + paired:
         assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+    for r in out.table("greedy_changed", rows=2 * splits * histories):  # SFT -> SO-RL, SFT -> CCPO
+        assert r["before"] == "SFT" and 0.0 <= r["lo"] <= r["changed"] <= r["hi"] <= 100.0
+        assert r["n_steps"] <= cfg.eval.max_test_steps and r["fixed"] + r["broken"] <= r["n_steps"]
+    for r in out.table("table4_time_breakdown", rows=n_main):  # the parts and the rest add up to the step
+        parts = [v for k, v in r.items() if k.endswith("(%)")]
+        assert math.isclose(sum(parts), 100.0, abs_tol=1e-6) and r["s/step"] > 0 and r["rollouts (s)"] > 0
     table2 = out.table("table2_step_metrics", rows=3 * histories)  # SFT, SO-RL, CCPO per history
     assert {r["model"] for r in table2} == {"SFT", "SO-RL", "CCPO"}
     assert in_range(table2, lambda k: k.endswith((" TM", " SR")), 0.0, 100.0) == len(table2) * splits * 2
