@@ -11,16 +11,25 @@ PY          := $(VENV)/bin/python
 PIP         := $(PY) -m pip
 PROFILE     ?= tiny
 KERNEL      := guirl
+# per-test timeout (s); notebook smoke runs that take longer carry their own (tests/test_notebooks.py)
 TEST_TIMEOUT ?= 900
+# test processes (pytest-xdist): the notebook smoke chain on one, the other modules beside it;
+# TEST_WORKERS=0 runs the suite in this process
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
+_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope)
 # make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the
 # smoke overlay (configs/overlays/smoke.yaml), ARGS passes more runner arguments
 # (e.g. ARGS="--experiment aitz" or ARGS="--override seed=1").
+# SLURM=1 submits the notebooks that would run as SLURM jobs (configs/slurm/gpu.yaml);
+# SLURM=NAME uses configs/slurm/NAME.yaml (or a path) instead (guirl.slurm, docs/cluster.md).
 FORCE       ?=
 SMOKE       ?=
+SLURM       ?=
 ARGS        ?=
 _on          = $(filter-out 0 no false,$(1))
-RUN_FLAGS    = --profile $(PROFILE)$(if $(call _on,$(FORCE)), --force)$(if $(call _on,$(SMOKE)), --smoke)$(if $(ARGS), $(ARGS))
+SLURM_FLAGS  = $(if $(call _on,$(SLURM)), --slurm$(if $(filter-out 1 yes true,$(SLURM)), --slurm-config $(SLURM)))
+RUN_FLAGS    = --profile $(PROFILE)$(if $(call _on,$(FORCE)), --force)$(if $(call _on,$(SMOKE)), --smoke)$(SLURM_FLAGS)$(if $(ARGS), $(ARGS))
 # `make lab` passes --allow-root when run as root (GPU-node containers usually run as root);
 # LAB_ARGS adds Jupyter options, e.g. LAB_ARGS="--no-browser --ip=0.0.0.0 --port=8888".
 LAB_ARGS    ?=
@@ -33,10 +42,10 @@ SETUP_DEPS  := requirements/cpu.txt requirements/constraints.txt pyproject.toml
 NOTEBOOKS   := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env tiny-model $(NB_TARGETS)
+.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env bench-gpu tiny-model $(NB_TARGETS)
 
 help: ## list the targets
-	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [ARGS='runner arguments']"
+	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [SLURM=1|NAME] [ARGS='runner arguments']"
 	@echo
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -68,15 +77,19 @@ format: setup ## apply ruff's fixes and formatting in place
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: lint ## lint, then run the whole test suite (per-test timeout: TEST_TIMEOUT seconds, default 900)
-	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+test: lint ## lint, then run the whole test suite in TEST_WORKERS processes (default 2; per-test timeout: TEST_TIMEOUT seconds, default 900)
+	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(_xdist) $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests that are neither notebook runs nor slow
-	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) -m "not notebook and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(_xdist) -m "not notebook and not slow" $(PYTEST_ARGS)
 
-reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1); then figures/<profile>/INDEX.md
+reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1; SLURM=1: as SLURM jobs); then figures/<profile>/INDEX.md
 	$(PY) -m guirl.runner --all $(RUN_FLAGS)
+ifeq ($(call _on,$(SLURM)),)
 	$(PY) -m guirl.papers index --profile $(PROFILE)
+else
+	@echo "when the jobs have finished: $(PY) -m guirl.papers index --profile $(PROFILE)"
+endif
 
 # A notebook and, first, the stale notebooks it reads (its metadata.guirl.reads), like make itself.
 $(NB_TARGETS): nb-%: notebooks/%.ipynb setup
@@ -84,6 +97,11 @@ $(NB_TARGETS): nb-%: notebooks/%.ipynb setup
 
 bench: setup ## steps/s of parse + score + reward on one core (scripts/bench_kernels.py)
 	taskset -c 0 $(PY) scripts/bench_kernels.py 2>/dev/null || $(PY) scripts/bench_kernels.py
+
+# BENCH_ARGS passes more options, e.g. BENCH_ARGS="--archs 3b --repeats 5" (scripts/bench_gpu.py --help).
+BENCH_ARGS  ?=
+bench-gpu: setup ## one training step of the 3B and 7B architectures, full vs CASC history at 1AO/3AO: step time, tokens, memory, vision share, MFU (runs/bench-gpu/; CPU: the mid model)
+	$(PY) scripts/bench_gpu.py $(BENCH_ARGS)
 
 bench-env: setup ## seconds for 10,000 rendered MiniGUI steps
 	$(PY) -m guirl.env.bench --steps 10000

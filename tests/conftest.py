@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,15 @@ def isolated_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_ca
         monkeypatch.setenv(var, str(folder))
         roots[var] = folder
     return roots
+
+
+@pytest.fixture(autouse=True)
+def parser_errors_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An internal error of an action parser (anything but a reading failure) fails the test
+    instead of becoming a parse failure (``guirl.actions.formats._base.RAISE_INTERNAL_ERRORS``)."""
+    from guirl.actions.formats import _base
+
+    monkeypatch.setattr(_base, "RAISE_INTERNAL_ERRORS", True)
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -159,3 +170,36 @@ def stage_of(
         base_model=base_model,
         output_dir=output_dir,
     )
+
+
+def stop_group(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session=True``), wait up to
+    ``timeout`` seconds, then SIGKILL it."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def make_dry_run(*args: str) -> str:
+    """What ``make -n ARGS`` would run in the repository (setup assumed done)."""
+    return subprocess.run(
+        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``: ``-n 2 --dist loadscope``, one module per worker at a
+    time), the notebook smoke chain (``test_notebooks.py``, about half of the suite's time, run in
+    order on one worker because later notebooks read earlier ones' outputs) goes first, so that the
+    other worker runs every other module beside it instead of waiting for it at the end."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    items.sort(key=lambda item: item.path.name != "test_notebooks.py")  # stable: order kept within each side

@@ -332,3 +332,167 @@ def test_random_model_is_created_in_its_dtype(tiny, dtype) -> None:
 def test_random_model_names_a_missing_config(tiny) -> None:
     with pytest.raises(FileNotFoundError, match="no config file at"):
         P.random_model(REPO / "configs" / "models" / "nope", tiny[0])
+
+
+# ------------------------------------------------------------------------------------ MFU
+@pytest.mark.parametrize(
+    "flops, seconds, peak, expected",
+    [
+        (3e14, 1.0, 1e15, 0.3),  # 300 TFLOPs a second on a 1 PFLOP/s device
+        (0.0, 2.0, 1e12, 0.0),  # nothing computed
+        (1e12, 0.5, 4e12, 0.5),
+    ],
+)
+def test_mfu_is_flops_over_time_over_peak(flops: float, seconds: float, peak: float, expected: float) -> None:
+    assert P.mfu(flops, seconds, peak) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("args", [(1e12, 0.0, 1e12), (1e12, 1.0, 0.0), (-1.0, 1.0, 1e12), (math.nan, 1.0, 1e12)])
+def test_mfu_rejects_impossible_inputs(args) -> None:
+    with pytest.raises(ValueError, match="mfu needs"):
+        P.mfu(*args)
+
+
+def test_measured_peak_is_a_matmul_rate() -> None:
+    peak = P.measure_peak_flops("cpu", torch.float32, n=128, warmup=1, repeats=3)
+    assert math.isfinite(peak) and 1e6 < peak < 1e14  # a CPU core: MFLOP/s to a few hundred GFLOP/s
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        P.measure_peak_flops("cpu", n=0)
+
+
+def _freeze(model, *, vision: bool, lm: bool) -> None:
+    for name, param in model.named_parameters():
+        param.requires_grad_(not (vision if ".visual." in f".{name}" else lm))
+
+
+@pytest.mark.parametrize(
+    "vision_frozen, lm_frozen, lora, expected",
+    [
+        (False, False, False, (2.0, 2.0)),  # full-parameter training
+        (True, False, False, (0.0, 2.0)),  # frozen vision tower: no gradient reaches it
+        (False, True, False, (2.0, 1.0)),  # frozen LM in front of a trained tower: activation gradients
+        (True, True, True, (0.0, 1.0)),  # LoRA on the LM (the paper profiles' RL engine)
+        (True, True, False, (0.0, 0.0)),  # nothing trains
+    ],
+)
+def test_backward_multipliers_follow_what_trains(session_cache: Path, vision_frozen, lm_frozen, lora, expected) -> None:
+    from guirl.models import apply_lora
+
+    model = load_model(build_tiny_model(session_cache / "models", seed=0))
+    _freeze(model, vision=vision_frozen, lm=lm_frozen)
+    if lora:
+        model = apply_lora(model)
+    assert P.backward_multipliers(model) == expected
+
+
+#: Counted (FlopCounterMode, forward + backward) / analytic training FLOPs of a tiny-model step,
+#: measured: 0.955 (full-parameter; the patch embedding computes no input gradient, which the
+#: analytic 3x counts) and 1.000 (frozen vision tower: the LM's backward is exactly 2x its forward).
+TRAIN_FLOP_RATIO = {"full": (0.94, 0.97), "frozen vision": (0.999, 1.001)}
+
+
+@pytest.mark.parametrize("setting", list(TRAIN_FLOP_RATIO))
+def test_analytic_train_flops_match_the_counted_step(tiny, session_cache: Path, setting: str) -> None:
+    processor, _ = tiny
+    model = load_model(build_tiny_model(session_cache / "models", seed=0), attn_implementation="eager")
+    if setting == "frozen vision":
+        _freeze(model, vision=True, lm=False)
+    batch = P.build_batch(processor, [([_img(280, 504), _img(140, 252)], "Turn on wifi")])
+    n_logits = int(batch["completion_ids"].shape[1]) + 1
+    counted = P.count_flops(P.train_step(model, batch))[1].total
+    ratio = counted / P.analytic_train_flops(model, batch, n_logits=n_logits)
+    low, high = TRAIN_FLOP_RATIO[setting]
+    assert low <= ratio <= high, ratio
+
+
+def test_sweep_rows_carry_mfu_when_given_a_peak(tiny) -> None:
+    processor, model = tiny
+    batches = {"one": P.build_batch(processor, [([_img(56, 56)], "go")])}
+    with_peak = P.profile_sweep(model, batches, warmup=0, repeats=1, count=False, progress=False, peak_flops=1e12)
+    row = with_peak[0]
+    assert row["train_flops_analytic"] > 2.9 * row["forward_flops_analytic"]  # full parameters: about 3x
+    assert row["mfu"] == pytest.approx(row["train_flops_analytic"] / row["median_s"] / 1e12)
+    without = P.profile_sweep(model, batches, warmup=0, repeats=1, count=False, progress=False)
+    assert math.isnan(without[0]["mfu"])
+
+
+# ------------------------------------------------------------------------------------ checkpointing probe
+def _oom_unless_checkpointing(model, step):
+    """``step`` that runs out of memory (as CUDA reports it) while activation checkpointing is off."""
+    tried: list[bool] = []
+
+    def probe() -> float:
+        tried.append(model.is_activation_checkpointing)
+        if not model.is_activation_checkpointing:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (fake)")
+        return step()
+
+    return probe, tried
+
+
+def test_probe_keeps_checkpointing_off_when_the_step_fits(tiny, session_cache: Path) -> None:
+    processor, _ = tiny
+    model = load_model(build_tiny_model(session_cache / "models", seed=0)).train()
+    batch = P.build_batch(processor, [([_img(140, 252)], "go")])
+    choice = P.choose_activation_checkpointing(model, P.train_step(model, batch), device="cpu")
+    assert choice.every_n_layers is None and not choice.checkpointing and choice.refused == ()
+    assert choice.peak.peak_bytes > 0 and not model.is_activation_checkpointing
+
+
+def test_probe_turns_checkpointing_on_after_an_out_of_memory(tiny, session_cache: Path) -> None:
+    processor, _ = tiny
+    model = load_model(build_tiny_model(session_cache / "models", seed=0)).train()
+    batch = P.build_batch(processor, [([_img(140, 252)], "go")])
+    step = P.train_step(model, batch)
+    expected_loss = step()
+    probe, tried = _oom_unless_checkpointing(model, step)
+    choice = P.choose_activation_checkpointing(model, probe, device="cpu")
+    assert tried == [False, True] and choice.every_n_layers == 1 and choice.checkpointing
+    assert choice.refused == ((None, "CUDA out of memory. Tried to allocate 2.00 GiB (fake)"),)
+    assert model.is_activation_checkpointing  # left with the chosen setting
+    assert step() == pytest.approx(expected_loss, rel=1e-6)  # checkpointing recomputes, it changes no number
+    # a ladder whose every setting runs out of memory raises the last error; other errors propagate
+    with pytest.raises(torch.OutOfMemoryError):
+        P.choose_activation_checkpointing(model, probe, device="cpu", ladder=(None,))
+
+    def broken() -> None:
+        raise ValueError("a shape mismatch")
+
+    with pytest.raises(ValueError, match="shape mismatch"):
+        P.choose_activation_checkpointing(model, broken, device="cpu")
+    with pytest.raises(ValueError, match="at least one setting"):
+        P.choose_activation_checkpointing(model, step, device="cpu", ladder=())
+    with pytest.raises(ValueError, match=r"call model.train\(\) first"):
+        P.choose_activation_checkpointing(model.eval(), step, device="cpu")
+
+
+@pytest.mark.parametrize(
+    "err, expected",
+    [
+        (torch.OutOfMemoryError("CUDA out of memory"), True),
+        (RuntimeError("CUDA error: out of memory"), True),  # older allocator message
+        (RuntimeError("expected scalar type Float"), False),
+        (MemoryError(), False),  # host memory: no checkpointing setting helps the device
+    ],
+)
+def test_out_of_memory_errors_are_recognised(err: BaseException, expected: bool) -> None:
+    assert P.is_out_of_memory(err) is expected
+
+
+def test_probe_walks_the_ladder_until_the_step_fits(tiny, session_cache: Path) -> None:
+    # the step fits only with every layer checkpointed: off and 1-in-2 are refused, in that order
+    processor, _ = tiny
+    model = load_model(build_tiny_model(session_cache / "models", seed=0)).train()
+    step = P.train_step(model, P.build_batch(processor, [([_img(56, 56)], "go")]))
+    layers = [m for m in model.modules() if hasattr(m, "gradient_checkpointing") and "Layer" in type(m).__name__]
+    seen: list[int] = []
+
+    def probe() -> float:
+        seen.append(sum(bool(m.gradient_checkpointing) for m in layers))
+        if seen[-1] < len(layers):
+            raise torch.OutOfMemoryError("CUDA out of memory (fake)")
+        return step()
+
+    choice = P.choose_activation_checkpointing(model, probe, device="cpu", ladder=(None, 2, 1))
+    assert choice.every_n_layers == 1 and [s for s, _ in choice.refused] == [None, 2]
+    assert seen[0] == 0 < seen[1] < seen[2] == len(layers)

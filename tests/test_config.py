@@ -32,6 +32,11 @@ def write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 # ---------------------------------------------------------------------------------- profiles
 @pytest.mark.parametrize("profile", PROFILES)
 def test_shipped_profiles_load(profile: str) -> None:
@@ -266,6 +271,34 @@ ERROR_CASES = {
         "override sft.save_total_limit=0",
         "sft.save_total_limit",
         "greater than or equal to 1",
+    ),
+    # an experiment file that is not UTF-8 text (one Latin-1 byte in a comment)
+    "not UTF-8": lambda tmp: (
+        dict(profile="tiny", experiment=_write_bytes(tmp / "latin1.yaml", b"sft:\n  seed_note: 1 # caf\xe9\n")),
+        "latin1.yaml",
+        "experiment",
+        "not UTF-8 text (byte 0xe9",
+    ),
+    # an infinite learning rate from an override
+    "infinite learning rate": lambda tmp: (
+        dict(profile="tiny", overrides=["sft.learning_rate=.inf"]),
+        "override sft.learning_rate=.inf",
+        "sft.learning_rate",
+        "set sft.learning_rate to a finite number",
+    ),
+    # a KL coefficient that is not a number, from an override
+    "nan coefficient": lambda tmp: (
+        dict(profile="tiny", overrides=["rl.beta=.nan"]),
+        "override rl.beta=.nan",
+        "rl.beta",
+        "not a finite number",
+    ),
+    # an infinite RL learning rate in an experiment yaml
+    "infinite learning rate in a file": lambda tmp: (
+        dict(profile="tiny", experiment=write_yaml(tmp / "inf.yaml", {"rl": {"learning_rate": float("inf")}})),
+        "inf.yaml",
+        "rl.learning_rate",
+        "set rl.learning_rate to a finite number",
     ),
     # a required key left out of a profile
     "missing key": lambda tmp: (
@@ -639,14 +672,17 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     full, smoke = load_config("tiny"), load_config("tiny", overlays=["smoke"])
     assert (smoke.sft.max_steps, smoke.grounding.max_steps, smoke.eval.n_seeds) == (2, 2, 1)
     assert (smoke.data.n_train_tasks, smoke.data.n_test_tasks) == (6, 12)
-    changed = {k.split(".")[0] for k, v in smoke.to_flat().items() if full.to_flat()[k] != v}
-    # budgets only: sizes, steps and the ablation grid of notebook 02 (ccpo.ablation_*), profiling repeats
+    full_flat = full.to_flat()
+    # (a method section the profile leaves unset appears in the smoke config with its budgets)
+    changed = {k.split(".")[0] for k, v in smoke.to_flat().items() if full_flat.get(k, object()) != v}
+    # budgets only: sizes, steps and the ablation grid of notebook 02 (ccpo.ablation_*), profiling
+    # repeats, 07's stage steps and sample counts
     assert (
         {"data", "grounding", "sft", "eval", "rl"}
         <= changed
-        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis"}
+        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg"}
     )
-    assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full.to_flat()[k]} <= {
+    assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
         "ccpo.ablation_group_sizes"
     }
     assert smoke.model == full.model and smoke.sft.learning_rate == full.sft.learning_rate

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO, make_notebook, runner_env
+from conftest import PYTHON, REPO, make_dry_run, make_notebook, runner_env
 from guirl import dag
 from guirl.runner import DagStopped, main, plan_run, run_dag
 
@@ -135,6 +135,41 @@ def test_an_interrupted_run_resumes_at_the_failed_notebook(
     assert (runs / "00_a.stamp.json").is_file() and not (runs / "01_b.stamp.json").exists()
     engine.fail = {}
     assert walk(chain, engine) == [("00_a", "skipped"), ("01_b", "ran"), ("02_c", "ran"), ("03_d", "ran")]
+
+
+class FigureEngine(Engine):
+    """An engine whose notebooks each write a table under figures/<profile>/<notebook>/."""
+
+    def __call__(self, plan, *, kernel_name: str, log_output: bool) -> None:
+        super().__call__(plan, kernel_name=kernel_name, log_output=log_output)
+        out = isolated_figures() / plan.stem
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table.csv").write_text(plan.stem)
+
+
+def isolated_figures() -> Path:
+    from guirl.paths import figures_dir
+
+    return figures_dir("tiny")
+
+
+def test_a_notebook_whose_outputs_are_missing_reruns(chain: dict[str, Path]) -> None:
+    engine = FigureEngine()
+    walk(chain, engine)
+    stamp = json.loads((plan_run(chain["01_b"], "tiny").stamp_path).read_text())
+    assert stamp["outputs"] == ["01_b/table.csv"]  # what the run wrote under figures/tiny/01_b/
+    assert walk(chain, engine) == [(s, "skipped") for s in CHAIN]
+    (isolated_figures() / "01_b" / "table.csv").unlink()  # a deleted output
+    plans = [plan_run(p, "tiny") for p in chain.values()]
+    steps = run_dag(plans, dry_run=True, log=lambda line: None)
+    assert [(s.stem, s.action) for s in steps if s.action != "skipped"] == [
+        ("01_b", "would run"),
+        ("02_c", "would run"),
+    ]
+    assert "output 01_b/table.csv missing" in steps[1].reasons
+    walk(chain, engine)
+    assert engine.ran == ["01_b", "02_c"]  # regenerated, and its reader after it
+    assert (isolated_figures() / "01_b" / "table.csv").is_file()
 
 
 def test_force_reruns_the_named_notebooks(chain: dict[str, Path]) -> None:
@@ -284,14 +319,7 @@ def test_shipped_notebooks_declare_valid_reads() -> None:
     ],
 )
 def test_make_targets_call_the_runner(args: list[str], expected: str) -> None:
-    out = subprocess.run(
-        ["make", "-n", "-o", "setup", "-o", ".stamps/setup", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make_dry_run(*args)
     assert expected in out, out
 
 

@@ -95,3 +95,58 @@ def test_swap_goals_all_changed_where_possible_and_seeded():
 def test_swap_goals_single_goal_text_is_kept():
     # nothing to swap with: every episode keeps its goal
     assert [e.instruction for e in swap_goals(_goal_split(["same", "same"]), seed=0).episodes] == ["same", "same"]
+
+
+def _cut_last_line(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")
+
+
+def test_minigui_file_cut_at_a_line_boundary_is_an_error(tmp_path):
+    # a MiniGUI export whose train file lost its last episode (a copy stopped at a line end)
+    from guirl.env.export import build_minigui_dataset
+
+    build_minigui_dataset(tmp_path, n_tasks=8, seed=0, progress=False)
+    assert len(load_splits(tmp_path)["train"].episodes) == 5  # as written: the manifest's counts agree
+    _cut_last_line(tmp_path / "train" / "episodes.jsonl")
+    with pytest.raises(SchemaError, match=r"train/episodes.jsonl: 4 episodes, but manifest.json says 5 were written"):
+        load_splits(tmp_path)
+
+
+def test_converted_file_cut_at_a_line_boundary_is_an_error(tmp_path):
+    episodes = [_episode("x", "test"), _episode("y", "train"), _episode("z", "test")]
+    write_episodes(episodes, tmp_path / "episodes.jsonl")
+    manifest = {"image_root": str(tmp_path), "n_episodes": 3, "n_steps": 3}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert sum(len(s.episodes) for s in load_splits(tmp_path).values()) == 3
+    _cut_last_line(tmp_path / "episodes.jsonl")
+    with pytest.raises(SchemaError, match="2 episodes, but manifest.json says 3 were written"):
+        load_splits(tmp_path)
+
+
+def test_grounding_rows_are_checked_against_the_manifest(tmp_path):
+    from guirl.config import load_config
+    from guirl.env.export import build_minigui_dataset
+    from guirl.train.sft import build_records
+
+    build_minigui_dataset(tmp_path, n_tasks=8, seed=0, progress=False)
+    _cut_last_line(tmp_path / "grounding_train.jsonl")
+    with pytest.raises(SchemaError, match=r"grounding_train.jsonl: \d+ rows, but manifest.json says \d+ were written"):
+        build_records(load_config("tiny"), "grounding", tmp_path)
+
+
+def test_stopped_minigui_build_leaves_no_manifest(tmp_path, monkeypatch):
+    # the manifest is written last: a build that stops half-way leaves none, so readers rebuild
+    # instead of trusting an earlier build's manifest beside half-written files
+    from guirl.env import export
+
+    export.build_minigui_dataset(tmp_path, n_tasks=8, seed=0, progress=False)
+    assert (tmp_path / "manifest.json").is_file()
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "_export_split", stop)
+    with pytest.raises(KeyboardInterrupt):
+        export.build_minigui_dataset(tmp_path, n_tasks=8, seed=0, progress=False)
+    assert not (tmp_path / "manifest.json").exists()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, stop_group
 
 PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)$")
 
@@ -265,12 +264,7 @@ def test_make_lab_serves_the_project_kernel_offline(tmp_path: Path) -> None:
         status = _poll_json(f"http://127.0.0.1:{port}/api/status?token={token}", proc, timeout=30)
         assert "started" in status
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout=30)
 
 
 def _free_port() -> int:

@@ -374,6 +374,64 @@ def test_corruptions_name_the_key(tmp_path, name, mutate, key):
     assert str(root) in ei.value.file
 
 
+STD_FILES = {
+    "uis1": "std.jsonl",
+    "ccpo_androidcontrol": "android_control_test.jsonl",
+    "ccpo_guiodyssey": "guio_test.jsonl",
+    "ccpo_mind2web": "mind2web_test.jsonl",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STD_FILES))
+def test_bad_bytes_cost_one_record_named_by_file_and_line(tmp_path, name):
+    root = mf.MAKERS[name](tmp_path)
+    path = root / STD_FILES[name]
+    good = path.read_bytes().splitlines()[0]
+    bad = good.replace(b'"is_successful"', b'"note": "caf\xe9", "is_successful"', 1)  # a Latin-1 byte
+    assert bad != good
+    path.write_bytes(b"\n".join([good, bad, good]) + b"\n")
+    with pytest.raises(DatasetFormatError) as ei:
+        load_dataset(name, root)
+    assert ei.value.file == str(path) and ei.value.record == "line 2" and "not UTF-8" in str(ei.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = load_dataset(name, root, skip_bad=True)
+    assert res.counts()["loaded"] == 2 and res.counts()["rejected"] == 1  # only the bad line is lost
+    assert res.skipped[0][1] == "line 2" and "byte 0xe9" in res.skipped[0][2]
+
+
+def test_impossible_screen_size_is_rejected_with_a_reason(tmp_path):
+    root = mf.make_guiodyssey(tmp_path)
+    _mutate_json(root / "annotations/ody2.json", lambda d: d["device_info"].update(w=-1080, h=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = load_dataset("guiodyssey", root, skip_bad=True)
+    assert [e.episode_id for e in res.episodes] == ["ody1"]
+    (f, record, why) = res.skipped[0]
+    assert f.endswith("ody2.json") and "device_info" in why and "-1080 x 0 is impossible" in why, why
+
+
+@pytest.mark.parametrize("name", ["guiodyssey", "uis1"])
+def test_empty_episode_is_rejected_with_a_reason(tmp_path, name):
+    root = mf.MAKERS[name](tmp_path)
+    if name == "guiodyssey":
+        _mutate_json(root / "annotations/ody2.json", lambda d: d.update(steps=[], step_length=0))
+    else:
+        lines = (root / "std.jsonl").read_text().splitlines()
+        (root / "std.jsonl").write_text("\n".join([*lines, '{"goal": "g", "is_successful": true, "steps": []}']) + "\n")
+    with pytest.raises(DatasetFormatError, match="the episode has no steps") as ei:
+        load_dataset(name, root)
+    assert ei.value.key == "steps"
+
+
+def test_missing_screenshot_is_named_when_the_size_comes_from_the_record(tmp_path):
+    root = mf.make_ccpo_mind2web(tmp_path)
+    (root / "pages/m_2.png").unlink()  # img_size gives the size: the file itself is never opened
+    with pytest.raises(DatasetFormatError, match="m_2.png does not exist") as ei:
+        load_dataset("ccpo_mind2web", root)
+    assert ei.value.key == "screenshot" and ei.value.record == "line 1 step 2"
+
+
 def test_guir1_scroll_needs_a_convention(tmp_path):
     path = mf.make_guir1(tmp_path)
     with pytest.raises(DatasetFormatError, match="scroll_convention"):
@@ -398,6 +456,41 @@ def test_androidcontrol_truncated_file(tmp_path):
     with pytest.warns(UserWarning, match="skipped 1"):
         res = load_dataset("androidcontrol", path, image_dir=tmp_path / "o", skip_bad=True)
     assert [e.episode_id for e in res.episodes] == ["7"]
+
+
+# boxes (normalised), clickable flags: a root, a clickable row, a label in it, a clickable button in it
+_ROOT, _ROW, _LABEL, _BUTTON = (0, 0, 1, 1), (0, 0.2, 1, 0.4), (0.1, 0.25, 0.5, 0.3), (0.8, 0.25, 0.9, 0.35)
+_TREE = ([_ROOT, _ROW, _LABEL, _BUTTON], [False, True, False, True])
+
+
+@pytest.mark.parametrize(
+    "point, mode, candidates, target",
+    [
+        # the converted files' boxes: clickable nodes containing the point, smallest first; never the root
+        ((0.85, 0.3), "containing", (_BUTTON, _ROW), _BUTTON),
+        ((0.3, 0.27), "containing", (_ROW,), _ROW),  # on the label: the clickable row is the acted element
+        ((0.5, 0.9), "containing", (_ROOT,), _ROOT),  # no clickable node contains it: the smallest that does
+        (None, "containing", (), None),  # type, scroll, ...: no candidates
+        # every node, the target the smallest node containing the point
+        ((0.3, 0.27), "all", tuple(_TREE[0]), _LABEL),
+        (None, "all", tuple(_TREE[0]), None),
+    ],
+)
+def test_androidcontrol_candidates(point, mode, candidates, target):
+    from guirl.data.loaders.androidcontrol import candidates_and_target
+
+    assert candidates_and_target(point, *_TREE, mode) == (candidates, target)
+
+
+def test_androidcontrol_candidates_option(tmp_path):
+    path = mf.make_androidcontrol(tmp_path)
+    res = {m: load_dataset("androidcontrol", path, image_dir=tmp_path / m, candidates=m) for m in ("containing", "all")}
+    click = {m: r.episodes[0].steps[0] for m, r in res.items()}  # the OK button at (50, 100)
+    assert click["containing"].candidate_boxes == ((0.4, 0.45, 0.6, 0.55),)
+    assert len(click["all"].candidate_boxes) == 4 and click["all"].target_box == click["containing"].target_box
+    assert res["containing"].episodes[0].steps[3].candidate_boxes == ()  # open_app has no point
+    with pytest.raises(ValueError, match="candidates='every'"):
+        load_dataset("androidcontrol", path, image_dir=tmp_path / "x", candidates="every")
 
 
 def test_androidcontrol_bad_a11y_tree_is_named(tmp_path):
@@ -528,12 +621,13 @@ REAL_STD = [
         _phone,
         {"loaded": 1, "adjusted": 1, "adjustments": 10, "rejected": 0},
     ),
-    # 2 episodes, 13 steps (click, hover): 13 remaps; the page size comes from img_size
+    # 3 episodes, 24 steps (click, hover, a type with its text in `value`): 24 remaps; the page
+    # size comes from img_size
     (
         "ccpo_mind2web",
         "ccpo_mind2web/mind2web_test.jsonl",
         _page,
-        {"loaded": 2, "adjusted": 2, "adjustments": 13, "rejected": 0},
+        {"loaded": 3, "adjusted": 3, "adjustments": 24, "rejected": 0},
     ),
 ]
 
@@ -557,7 +651,15 @@ def test_real_std_file_loads_with_every_adjustment_counted(tmp_path, name, rel, 
     assert all(s.screen_size == size for e in res.episodes for s in e.steps)
 
 
-@pytest.mark.parametrize("name, rel", [(r[0], r[1]) for r in REAL_STD if r[0] != "ccpo_mind2web"])
+def test_real_ccpo_mind2web_type_step_reads_value(tmp_path):
+    src = REAL / "ccpo_mind2web/mind2web_test.jsonl"
+    res = load_dataset("ccpo_mind2web", src, image_root=_placeholders(src, tmp_path / "images", _page))
+    typed = [s.action for e in res.episodes for s in e.steps if s.action.type is T]
+    assert [a.text for a in typed] == ["New York"]  # line 1 step 1: {"action": "type", "value": "New York"}
+    assert _close(typed[0].point, (210 / 1280, 487 / 720))
+
+
+@pytest.mark.parametrize("name, rel", [(r[0], r[1]) for r in REAL_STD])
 def test_real_std_file_without_image_root_names_the_missing_screenshot(name, rel):
     # the published paths are the authors' machines': without image_root each episode is rejected,
     # counted and named, never loaded half-way

@@ -69,38 +69,30 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("ces.gamma2", 0.8),  # Sec. 5.1: gamma_2
         ("ces.executor_model", "GUI-R1-7B"),  # Sec. 5.1
         # ---- AgentCPM-GUI Table 4 (lines 265-280), Table 5 (284-298), Table 7 (406-413)
-        ("agentcpm.sft.model_max_length", 2304),  # Table 4
         ("agentcpm.sft.max_line_res", 1120),  # Table 4
         ("agentcpm.sft.epochs", 3),  # Table 4
         ("agentcpm.sft.learning_rate", 1e-5),  # Table 4
-        ("agentcpm.sft.weight_decay", 0.1),  # Table 4
-        ("agentcpm.sft.adam_beta2", 0.999),  # Table 4
-        ("agentcpm.sft.max_grad_norm", None),  # Table 4: N/A, clipping disabled
         ("agentcpm.sft.warmup_ratio", 0.05),  # Table 4
-        ("agentcpm.sft.zero_stage", 2),  # Table 4
-        ("agentcpm.rft.max_prompt_length", 16384),  # Table 5
         ("agentcpm.rft.max_completion_length", 512),  # Table 5
         ("agentcpm.rft.num_generations", 8),  # Table 5
         ("agentcpm.rft.grad_accum", 32),  # Table 5
         ("agentcpm.rft.learning_rate", 1e-6),  # Table 5
-        ("agentcpm.rft.adam_beta2", 0.99),  # Table 5
         ("agentcpm.rft.max_grad_norm", 1.0),  # Table 5
         ("agentcpm.rft.beta", 0.04),  # Table 5: KL coefficient
-        ("agentcpm.baseline_inference.top_p", 0.01),  # Table 7
-        ("agentcpm.baseline_inference.top_k", 1),  # Table 7
-        ("agentcpm.baseline_inference.temperature", 0.01),  # Table 7
-        ("agentcpm.baseline_inference.max_new_tokens", 2048),  # Table 7 (ACPM-28)
+        ("agentcpm.rft.weight_decay", 0.1),  # Table 5
+        ("agentcpm.rft.reward_schema", "paper"),  # Sec. 2.5.1 + App. C.2: the paper's schema is the format check
+        ("agentcpm.grounding_samples", 1500),  # App. C.1: 1,500 samples per grounding task
+        ("agentcpm.paper_recipe", True),  # the paper profiles train with Tables 4-5
         ("agentcpm.mapping_variant", "paper"),  # App. B mapping tables
         # ---- AndroidLong App. C.1-C.2 (lines 45, 62), Table 7 (68-86)
         ("androidlong.sft.epochs", 2),  # App. C.2
         ("androidlong.sft.learning_rate", 1e-5),  # App. C.2: cosine from 1e-5 ...
-        ("androidlong.sft.min_learning_rate", 1e-6),  # ... to 1e-6
-        ("androidlong.rl.max_prompt_length", 16384),  # Table 7
-        ("androidlong.rl.max_response_length", 2048),  # Table 7
         ("androidlong.rl.concurrency", 256),  # Table 7
+        ("androidlong.rl.max_new_tokens", 2048),  # Table 7
+        ("androidlong.memory", False),  # Table 6: the models without memory first
+        ("androidlong.paper_recipe", True),  # the paper profiles train with App. C.2 / Table 7
         ("androidlong.rl.learning_rate", 1e-6),  # Table 7
         ("androidlong.rl.clip_ratio", 0.2),  # Table 7
-        ("androidlong.rl.entropy_coef", 0.001),  # Table 7
         ("androidlong.rl.kl_loss_coef", 0.001),  # Table 7
         ("androidlong.rl.temperature", None),  # Table 7 names the sampling temperature; its value is missing
         ("androidlong.rl.n_samples", 8),  # Table 7

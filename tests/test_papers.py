@@ -508,5 +508,9 @@ def test_make_reproduce_writes_the_index():
     # the reproduce target ends by writing figures/<profile>/INDEX.md
     make = (ROOT / "Makefile").read_text(encoding="utf-8")
     body = make.split("\nreproduce:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    assert body[-1].strip() == "$(PY) -m guirl.papers index --profile $(PROFILE)"
-    assert any("guirl.runner --all" in line for line in body[:-1])
+    # without SLURM=1 (the ifeq branch whose condition is empty) the index is written right after the runner
+    run = next(i for i, line in enumerate(body) if "guirl.runner --all" in line)
+    local = body[run + 1 :]
+    assert local[0].startswith("ifeq ($(call _on,$(SLURM)),)")
+    assert local[1].strip() == "$(PY) -m guirl.papers index --profile $(PROFILE)"
+    assert local[2].strip() == "else"

@@ -192,6 +192,29 @@ def test_cli_dry_run_prints_config_and_writes_nothing(probe: Path, isolated_outp
     assert written_outputs(isolated_outputs) == []
 
 
+def test_cli_dry_run_names_every_missing_input_and_exits_2(probe: Path, capsys) -> None:
+    # paper-3b reads a model folder and a data folder that a fresh clone does not have
+    assert main([str(probe), "--profile", "paper-3b", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert "model.path: " in err and "Qwen2.5-VL-3B-Instruct" in err and "data.path: " in err, err
+
+
+def test_cli_dry_run_passes_when_every_input_exists(probe: Path, tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "data").mkdir()
+    args = ["--override", f"model.path={tmp_path / 'model'}", "--override", f"data.path={tmp_path / 'data'}"]
+    assert main([str(probe), "--profile", "paper-3b", "--dry-run", *args]) == 0
+
+
+def test_cli_unreadable_notebook_exits_2(tmp_path: Path, capsys) -> None:
+    nb = tmp_path / "01_latin1.ipynb"
+    nb.write_bytes(b'{"cells": [], "metadata": {"note": "caf\xe9"}}')
+    assert main([str(nb), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "cannot read the notebook" in err, err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -168,6 +168,7 @@ def _rows(times: dict[tuple[str, str], tuple[int, float]]) -> pd.DataFrame:
                 "forward_flops_analytic": 2e12,
                 "step_flops_counted": 6e12,
                 "peak_bytes": 2**20,
+                "mfu": 0.25,
             }
             for (h, side), (n, t) in times.items()
         ]
@@ -198,6 +199,7 @@ def test_side_table_speedup_ceiling_and_their_ratio() -> None:
     full = t.xs("full", level="side")
     assert (full["speedup"] == 1.0).all() and np.allclose(full["ceiling"], 1.0) and (full["compression_pct"] == 0).all()
     assert np.allclose(t["counted_over_analytic"], 1.0) and np.allclose(t["step_tflops"], 6.0)
+    assert np.allclose(t["mfu"], 0.25)  # the sweep's MFU is carried into the side-by-side table
     assert E.fit_table(fits)["fit"].tolist() == ["linear", "quadratic"]
     with pytest.raises(KeyError, match="no 'full' setting"):
         E.side_table(rows[rows["side"] == "CASC"], fits)

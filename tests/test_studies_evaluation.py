@@ -316,7 +316,10 @@ def test_play_online_equals_the_replaced_code(tiny_model) -> None:
         max_pixels=MAX_PX,
         progress=False,
     )
-    assert new == Frozen.play_online(model, processor, tasks, spec, max_turns=3, max_new_tokens=16, batch_size=2)
+    old = Frozen.play_online(model, processor, tasks, spec, max_turns=3, max_new_tokens=16, batch_size=2)
+    # the fields added since (`stopped`, `trace`) are the only difference
+    assert all(len(r["trace"]) == r["turns"] for r in new)
+    assert [{k: v for k, v in r.items() if k not in ("stopped", "trace")} for r in new] == old
 
 
 @pytest.mark.parametrize(
@@ -820,3 +823,38 @@ def test_online_task_facts_cover_every_online_task() -> None:
     }
     other = tiny_cfg(n_tasks=6, n_seeds=2, online_same_tasks=False)
     assert len(ev.online_task_facts(other)) == 12  # a new task set per run
+
+
+def test_an_agent_is_evaluated_like_its_policy(minigui) -> None:
+    # one policy as an agent (guirl.rollout.PolicyAgent) gives the very records of the policy itself
+    from guirl.data.splits import load_splits
+    from guirl.rollout import FunctionPolicy, PolicyAgent
+
+    split = load_splits(minigui)["train"]
+    spec = PromptSpec(n_history=2, history_mode="nAO", system_prompt="ccpo_short")
+    kw = dict(
+        protocol="ccpo",
+        image_root=split.image_root,
+        min_pixels=3136,
+        max_pixels=141120,
+        model_name="m",
+        split="s",
+        max_steps=10,
+    )
+
+    def policy():
+        return FunctionPolicy(lambda p: json.dumps({"action": "click", "coordinate": [10 * len(p[1]), 100]}))
+
+    plain = ev.evaluate_offline(policy(), split.episodes, spec, **kw)
+    agent = ev.evaluate_offline(
+        PolicyAgent(policy(), spec, min_pixels=3136, max_pixels=141120), split.episodes, spec, **kw
+    )
+    assert plain == agent and len(plain) == 10
+    with pytest.raises(ValueError, match="an agent builds its own prompts"):
+        ev.evaluate_offline(
+            PolicyAgent(policy(), spec, min_pixels=3136, max_pixels=141120),
+            split.episodes,
+            spec,
+            history_builder=lambda r, t: [],
+            **kw,
+        )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from conftest import kill_after, stage_of
 from guirl.config import load_config
 from guirl.train.launch import FINGERPRINT_FILE, TrainingFailed, prepare_stage, run_stage
-from guirl.train.sft import RESULT_FILE, training_args
+from guirl.train.sft import COMPLETE_FILE, RESULT_FILE, training_args
 
 pytestmark = pytest.mark.slow
 
@@ -73,12 +74,38 @@ def test_killed_training_resumes_from_last_checkpoint(tiny_model, minigui, tmp_p
     out = tmp_path / "g"
     # start the stage the way run_stage does, then kill it midway
     cmd = prepare_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
-    kill_after(cmd, out / "checkpoint-2" / "trainer_state.json", 300, "first checkpoint")
+    kill_after(cmd, out / "checkpoint-2" / COMPLETE_FILE, 300, "first checkpoint")
     assert not (out / RESULT_FILE).exists()  # killed midway: not finished
     result = run_stage(stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
     assert result["resumed_from"] is not None
     assert Path(result["resumed_from"]).name in {"checkpoint-2", "checkpoint-4"}
     assert result["global_step"] == 6
+
+
+def test_torn_checkpoint_is_passed_over_for_the_previous_complete_one(tiny_model, minigui, tmp_path):
+    import shutil
+
+    from guirl.train.sft import train
+
+    cfg = load_config("tiny", overrides=["grounding.max_steps=4", "sft.save_steps=2"])
+    out = tmp_path / "g"
+    train(cfg, "grounding", minigui, tiny_model, out)  # in this process: checkpoints 2 and 4, then the result
+    assert all((out / f"checkpoint-{k}" / COMPLETE_FILE).is_file() for k in (2, 4))
+    # a run stopped while writing checkpoint-4: a model file cut short, no trainer state, no marker
+    (out / RESULT_FILE).unlink()
+    shutil.rmtree(out / "final")
+    torn = out / "checkpoint-4"
+    for name in (COMPLETE_FILE, "trainer_state.json"):
+        (torn / name).unlink()
+    weights = torn / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    marker = json.loads((out / "checkpoint-2" / COMPLETE_FILE).read_text())
+    assert marker["global_step"] == 2 and marker["train_seconds"] > 0
+    (out / "checkpoint-2" / COMPLETE_FILE).write_text(json.dumps({**marker, "train_seconds": 1000.0}))
+    with pytest.warns(UserWarning, match=r"checkpoint-4: incomplete checkpoint"):
+        result = train(cfg, "grounding", minigui, tiny_model, out)
+    assert Path(result["resumed_from"]).name == "checkpoint-2" and result["global_step"] == 4
+    assert result["train_seconds"] > 1000.0  # steps 1-2 trained 1000 s in the stopped run
 
 
 def test_changed_config_never_reuses_a_finished_stage(tiny_model, minigui, tmp_path):
@@ -172,7 +199,7 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
         def __init__(self, cmd, *, env, **kw):
             seen.update(env)
             (tmp_path / "out" / RESULT_FILE).write_text(json.dumps({"global_step": 1}))
-            self.stdout = iter(["trained\n"])
+            self.stdout = io.StringIO("trained\n")
 
         def __enter__(self):
             return self
@@ -184,7 +211,7 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
             return 0
 
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(launch, "start_group", lambda cmd, *, env, pass_fds=(): FakePopen(cmd, env=env))
     out = run_stage(
         stage_of(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out"), echo=False
     )
@@ -244,16 +271,15 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
     from guirl.train import launch
 
     seen: dict[str, str] = {}
-    group: dict[str, object] = {}  # what each stage saw of its side-by-side group: markers, folder, cores
+    group: dict[str, object] = {}  # each stage's thread schedule (None: no hand-over)
     seen_group.clear()
     lock = threading.Lock()
 
     class FakePopen:
         def __init__(self, cmd, *, env, **kw):
             out = Path(cmd[cmd.index("--output-dir") + 1])
-            peers = env.get("GUIRL_PEER_DIR")  # read the group before any stage can end and drop its marker
             with lock:
-                group[out.name] = (sorted(os.listdir(peers)), peers, env.get("GUIRL_CORES")) if peers else None
+                group[out.name] = env.get("GUIRL_THREAD_SCHEDULE")
             if barrier is not None:
                 barrier.wait(timeout=10)
             with lock:
@@ -262,7 +288,7 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
             self.rc = 1 if out.name == fail else 0
             if not self.rc:
                 (out / RESULT_FILE).write_text(json.dumps({"folder": out.name}))
-            self.stdout = iter([f"trained {out.name}\n"])
+            self.stdout = io.StringIO(f"trained {out.name}\n")
 
         def __enter__(self):
             return self
@@ -273,7 +299,7 @@ def fake_popen(monkeypatch, tmp_path, *, fail: str | None = None, barrier=None):
         def wait(self, timeout=None):
             return self.rc
 
-    monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(launch, "start_group", lambda cmd, *, env, pass_fds=(): FakePopen(cmd, env=env))
     monkeypatch.setattr(launch, "available_cores", lambda: 2)
     return seen
 
@@ -298,17 +324,30 @@ def test_run_stages_side_by_side(tmp_path, monkeypatch, capsys):
     assert sorted(printed) == ["[sft] trained sft", "[sft_low] trained sft_low"]  # echoed lines say whose they are
 
 
-def test_run_stages_side_by_side_marks_the_running_stages(tmp_path, monkeypatch):
+def test_run_stages_side_by_side_plans_the_hand_over(tmp_path, monkeypatch):
     import threading
 
     from guirl.train.launch import run_stages
 
     fake_popen(monkeypatch, tmp_path, barrier=threading.Barrier(2))
-    run_stages(jobs_for(tmp_path, ["sft", "sft_low"]), parallel=2)
-    (markers, folder, cores), other = seen_group["sft"], seen_group["sft_low"]
-    assert markers == ["stage-0", "stage-1"]  # both stages were marked running when either started
-    assert other[1] == folder and cores == "2"  # one group folder, the machine's 2 cores
-    assert not Path(folder).exists()  # the group folder is gone once every stage ended
+    jobs = jobs_for(tmp_path, ["sft", "sft_low"])
+    jobs[0] = dataclasses.replace(jobs[0], cfg=load_config("tiny", overrides=["sft.max_steps=560"]))
+    jobs[1] = dataclasses.replace(jobs[1], cfg=load_config("tiny", overrides=["sft.max_steps=280"]))
+    run_stages(jobs, parallel=2)
+    # 2 cores: one thread each, and the longer stage takes the second core from the shorter one's
+    # planned last step on, not when it happens to end
+    assert seen_group == {"sft": "0:1,280:2", "sft_low": "0:1"}
+
+
+def test_run_stages_queued_or_open_ended_stages_keep_their_share(tmp_path, monkeypatch):
+    from guirl.train.launch import run_stages
+
+    fake_popen(monkeypatch, tmp_path)
+    run_stages(jobs_for(tmp_path, ["a", "b", "c"]), parallel=2)  # c starts when a or b ends: no plan
+    assert seen_group == {"a": None, "b": None, "c": None}
+    epochs = load_config("tiny", overrides=["sft.max_steps=null"])  # the step count is not fixed
+    run_stages(jobs_for(tmp_path / "e", ["d", "e"], cfg=epochs), parallel=2)
+    assert seen_group["d"] is None and seen_group["e"] is None
 
 
 def test_run_stages_with_fixed_threads_has_no_group(tmp_path, monkeypatch):
@@ -367,39 +406,25 @@ def test_run_stages_in_order_may_chain(tmp_path, monkeypatch):
     assert run_stages(jobs, parallel=1) == [{"folder": "a"}, {"folder": "b"}]
 
 
-def test_side_by_side_training_gives_the_same_weights(tiny_model, minigui, tmp_path):
-    """The tiny profile's claim (docs/stack.md): two stages side by side, one thread each, train
-    bit-identical weights to the same stages one after the other with the default threads; the
-    longer stage takes over the freed core when the shorter one ends (guirl.train.cores), and
-    that changes no weight either."""
-    from guirl.train.launch import run_stages
+def test_side_by_side_hand_over_is_at_a_fixed_step_and_changes_no_weights(tiny_model, minigui, tmp_path):
+    """Torch's thread count changes the trained weights (docs/stack.md), so the hand-over of a
+    finished sibling's cores is planned at a step, never timed: a stage trained side by side with a
+    shorter one equals the same stage trained alone with the same thread schedule forced, however
+    different the timing of the two runs."""
+    from guirl.train.launch import available_cores, run_stage, run_stages
 
-    def trained(folder: str, parallel: int) -> tuple[list[bytes], list]:
-        jobs = [
-            stage_of(
-                load_config(
-                    "tiny",
-                    overrides=[
-                        f"sft.max_steps={steps}",
-                        "sft.per_device_batch_size=2",
-                        f"runtime.parallel_stages={parallel}",
-                    ],
-                ),
-                "sft",
-                data_dir=minigui,
-                base_model=tiny_model,
-                output_dir=tmp_path / folder / n,
-            )
-            for n, steps in (("x", 1), ("y", 16))
-        ]
-        results = run_stages(jobs, parallel=parallel, echo=False)
-        return [(Path(r["final"]) / "model.safetensors").read_bytes() for r in results], results[1]["thread_switches"]
+    def job(name: str, steps: int, folder: str):
+        cfg = load_config("tiny", overrides=[f"sft.max_steps={steps}", "sft.per_device_batch_size=2"])
+        return stage_of(cfg, "sft", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / folder / name)
 
-    side, switches = trained("side_by_side", 2)
-    in_turn, none = trained("in_turn", 1)
-    assert side == in_turn
-    assert none == []  # one at a time: no group, no switching
-    assert switches and switches[-1][1] == min(2, os.cpu_count() or 1)  # y ended with x's core too
+    side = run_stages([job("x", 2, "group"), job("y", 8, "group")], parallel=2, echo=False)[1]
+    cores = available_cores()
+    forced = f"0:{max(1, cores // 2)},2:{cores}"  # the plan of y: x's core from x's last step (2) on
+    alone = run_stage(job("y", 8, "alone"), echo=False, parallel=2, thread_schedule=forced)
+    weights = [(Path(r["final"]) / "model.safetensors").read_bytes() for r in (side, alone)]
+    assert weights[0] == weights[1]
+    if cores >= 2:
+        assert side["thread_switches"] == alone["thread_switches"] == [[2, cores]]
 
 
 @pytest.mark.parametrize(

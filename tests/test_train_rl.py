@@ -244,6 +244,84 @@ def test_rewarded_action_probability_rises(tiny_model, tmp_path, sign, direction
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["n_generated"] == 16 for r in rows)
 
 
+def _payload(marker: str) -> None:
+    """What a crafted checkpoint file would run on unpickling (here: leave a marker file)."""
+    Path(marker).write_text("ran")
+
+
+class _Crafted:
+    """Unpickles into a call of :func:`_payload`: a pickle that runs code when loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (_payload, (self.marker,))
+
+
+def _stop_after(out: Path, step: int) -> None:
+    """Make ``out`` look like a run killed after its step-``step`` checkpoint."""
+    import shutil
+
+    for p in [out / RESULT_FILE, out / FINAL_DIR, *out.glob("checkpoint-*")]:
+        if p.name.startswith("checkpoint-") and int(p.name.removeprefix("checkpoint-")) <= step:
+            continue
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+@pytest.mark.slow
+def test_resume_refuses_pickles_drops_a_torn_log_line_and_sums_training_time(tiny_model, tmp_path):
+    hooks = _toy_hooks()
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=3", "rl.save_steps=1", "rl.save_total_limit=5"])
+    out = tmp_path / "rl"
+    train_rl(cfg, hooks, base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    _stop_after(out, 2)  # killed after its step-2 checkpoint, in the middle of writing row 4
+    with (out / LOG_FILE).open("a") as f:
+        f.write('{"step": 3, "reward": 0.5, "rew')
+    engine = json.loads((out / "checkpoint-2" / "engine.json").read_text())
+    assert set(engine) == {"engine", "tasks", "scheduler"}  # plain JSON, no custom pickle beside it
+    assert not list((out / "checkpoint-2").glob("custom_checkpoint_*"))
+    engine["engine"]["train_seconds"] = 1000.0  # earlier runs trained 1000 s for steps 1-2
+    (out / "checkpoint-2" / "engine.json").write_text(json.dumps(engine))
+
+    # a checkpoint copied from elsewhere with a pickle that runs code: refused, nothing runs
+    marker = tmp_path / "pwned"
+    rng = out / "checkpoint-2" / "random_states_0.pkl"
+    good_rng = rng.read_bytes()
+    torch.save({"random_state": _Crafted(marker)}, rng)
+    with pytest.raises(RuntimeError, match=r"random_states_0.pkl: holds objects other than tensors and plain data"):
+        train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert not marker.exists()
+
+    rng.write_bytes(good_rng)  # the genuine RNG state, and a crafted pickle where accelerate keeps its own objects
+    torch.save({"x": _Crafted(marker)}, out / "checkpoint-2" / "custom_checkpoint_0.pkl")
+    with pytest.raises(RuntimeError, match=r"custom_checkpoint_0.pkl: a pickle of objects this engine never writes"):
+        train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert not marker.exists()
+
+    # without it: resumes at step 3
+    (out / "checkpoint-2" / "custom_checkpoint_0.pkl").unlink()
+    with pytest.warns(UserWarning, match=rf"{LOG_FILE}: line 4 is cut short"):
+        result = train_rl(
+            cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False
+        )
+    assert not marker.exists()
+    assert result["first_step"] == 2 and result["global_step"] == 3
+    assert [r["step"] for r in read_log(out / LOG_FILE)] == [1, 2, 3]  # the torn line went, step 3 once
+    assert result["train_seconds"] > 1000.0  # the training time of steps 1-2 is counted
+
+
+@pytest.mark.slow
+def test_rows_of_a_run_killed_before_its_first_checkpoint_are_not_kept(tiny_model, tmp_path):
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=2"])  # no checkpoint before the end
+    out = tmp_path / "rl"
+    train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    _stop_after(out, 0)  # killed after logging steps 1-2, before any checkpoint
+    result = train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert result["first_step"] == 0
+    assert [r["step"] for r in read_log(out / LOG_FILE)] == [1, 2]  # not [1, 2, 1, 2]
+
+
 def test_dapo_accumulates_groups_until_the_batch_is_full():
     """The engine's collect loop with a scripted policy: groups whose rewards are all equal are
     dropped and more tasks are drawn until ``prompts_per_step`` groups are kept (DAPO)."""
@@ -299,13 +377,14 @@ def test_dapo_accumulates_groups_until_the_batch_is_full():
 @pytest.mark.parametrize(
     "lora, files",
     [
-        (True, "adapter_config.json"),  # paper profiles: a PEFT LoRA adapter; reference = adapter disabled
-        (False, "config.json"),  # tiny profile: all parameters; reference = frozen copy of the start
+        (True, "adapter_config.json"),  # rl.lora: a PEFT LoRA adapter; reference = adapter disabled
+        (False, "config.json"),  # the default (CCPO Table 8): all parameters; reference = frozen copy of the start
     ],
 )
 def test_lora_and_full_parameter_paths(tiny_model, tmp_path, lora, files):
     hooks = _toy_hooks()
-    overrides = [*TOY, "rl.max_steps=2", "rl.beta=0.04", f"lora.enabled={str(lora).lower()}", "rl.learning_rate=0.01"]
+    overrides = [*TOY, "rl.max_steps=2", "rl.beta=0.04", f"rl.lora={str(lora).lower()}", "rl.learning_rate=0.01"]
+    overrides += ["rl.lora_learning_rate=0.02", "lora.enabled=true"]  # lora.enabled is SFT's: RL ignores it
     result = train_rl(
         load_config("tiny", overrides=overrides),
         hooks,
@@ -315,7 +394,10 @@ def test_lora_and_full_parameter_paths(tiny_model, tmp_path, lora, files):
         progress=False,
     )
     assert result["adapter"] is lora and (Path(result["final"]) / files).is_file()
+    assert result["learning_rate"] == (0.02 if lora else 0.01)  # LoRA RL has its own learning rate
+    assert (result["trainable_parameters"] == result["parameters"]) is not lora
     rows = read_log(tmp_path / LOG_FILE)
+    assert rows[0]["lr"] == result["learning_rate"]
     assert rows[0]["kl"] < 1e-9  # step 1: the policy is the reference (LoRA B = 0, or the same weights)
     assert rows[1]["kl"] > 0  # after one update they differ
     from guirl.models import load_trained
@@ -338,8 +420,9 @@ STAGE = [
 
 
 # A paper profile with only what a CPU cannot do swapped out (checkpoint, precision, one CPU
-# process instead of 8 GPUs with ZeRO-2) and the sizes cut; LoRA, reward (CCPO's), histories
-# (1AO + 3AO), DAPO filter, KL and mini-batches stay the profile's (CCPO Table 8).
+# process instead of 8 GPUs with ZeRO-2) and the sizes cut; all-parameter RL with activation
+# checkpointing, reward (CCPO's), histories (1AO + 3AO), DAPO filter, KL and mini-batches stay the
+# profile's (CCPO Table 8).
 PAPER_CPU_DRY_RUN = [
     "model.torch_dtype=float32",
     "runtime.device=cpu",
@@ -361,8 +444,10 @@ PAPER_CPU_DRY_RUN = [
     [
         # tiny profile: single-turn GRPO with AgentCPM-GUI's -1 / 0 / 1 reward, all parameters
         ("tiny", STAGE, False),
-        # paper-3b on CPU with the tiny checkpoint: LoRA adapter, CCPO reward, DAPO filter on
-        ("paper-3b", PAPER_CPU_DRY_RUN, True),
+        # paper-3b on CPU with the tiny checkpoint: all parameters, CCPO reward, DAPO filter on
+        ("paper-3b", PAPER_CPU_DRY_RUN, False),
+        # the LoRA option (rl.lora) at its own learning rate
+        ("paper-3b", [*PAPER_CPU_DRY_RUN, "rl.lora=true"], True),
     ],
 )
 def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profile, overrides, adapter):
@@ -453,10 +538,11 @@ def test_step_tasks_rows_feed_the_reward(minigui):
     from guirl.prompts import format_context
 
     step = train.episodes[0].steps[0]
-    right = get_format("ccpo").format(
+    # (the AgentCPM-GUI reward checks the compact JSON schema of the text: the answer is written in it)
+    right = get_format("agentcpm").format(
         Action.from_dict(json.loads(first.row["gt_action"])), format_context(step.screen_size, 3136, 141120)
     )
-    hook = format_reward_hook(get_reward("agentcpm").fn, "ccpo", min_pixels=3136, max_pixels=141120)
+    hook = format_reward_hook(get_reward("agentcpm").fn, "agentcpm", min_pixels=3136, max_pixels=141120)
     samples = [Sample(first.prompt, (1,), text, 0, first.row) for text in (right, "no action here")]
     assert [r.total for r in hook(samples)] == [1.0, -1.0]
     assert hook([]) == []

@@ -72,6 +72,7 @@ __all__ = [
     "config_class",
     "load_config",
     "load_run_config",
+    "missing_inputs",
     "known_profiles",
     "known_experiments",
     "known_overlays",
@@ -273,6 +274,9 @@ class ModelConfig(_Section):
     path: str = Field(min_length=1)
     torch_dtype: Literal["float32", "bfloat16", "float16", "auto"]
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2"]
+    #: The vision tower's window and full attention under ``sdpa``: ``fused`` (a few batched
+    #: calls, :mod:`guirl.models.vision_attention`) or ``loop`` (transformers' call per window).
+    vision_attention: Literal["fused", "loop"] = "fused"
     min_pixels: int = Field(gt=0)
     max_pixels: int = Field(gt=0)
 
@@ -378,7 +382,13 @@ class SFTConfig(_Section):
     notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
     ``executor``: 01 also trains a second agent, with the step instruction, in ``01_sft/sft_low``
     (:class:`ExecutorConfig`, its own recipe; ``null``: none); it needs
-    ``use_step_instruction: false``.
+    ``use_step_instruction: false``. ``mix_histories``: ``false`` (default) trains one main-agent
+    model per setting of ``histories`` (CCPO Table 2 reports CCPO-3B-1AO and -3AO as separate
+    models, each RL setting continuing from its own SFT model, App. A.1.2): the first setting in
+    ``01_sft/sft``, each other one in ``01_sft/sft_<setting>``; ``true`` trains one model on the
+    records of every setting (an option). ``history_recipes``: per setting, keys that replace the
+    main recipe for that setting's model (:class:`ExecutorConfig` keys; e.g. a shorter 3AO run on a
+    CPU).
     ``system_prompt``: a registered prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use
     (``null``: the output format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
@@ -396,12 +406,21 @@ class SFTConfig(_Section):
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     executor: ExecutorConfig | None = None  # null: 01 trains no Low-level executor
+    mix_histories: bool = False  # CCPO Table 2 / A.1.2: one SFT model per history setting; true: one on all of them
+    history_recipes: dict[str, ExecutorConfig] | None = None  # per setting: its own recipe keys; null: none
     lr_scheduler_type: Literal[LR_SCHEDULERS]  # type: ignore[valid-type]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
 
     @model_validator(mode="after")
     def _prompt_fits_format(self) -> SFTConfig:
+        unknown = sorted(set(self.history_recipes or {}) - set(self.histories))
+        if unknown:
+            raise ValueError(
+                f"history_recipes: {unknown} not in histories {self.histories} -- a recipe is for a trained setting"
+            )
+        if self.mix_histories and self.history_recipes:
+            raise ValueError("history_recipes: with mix_histories: true one model trains on every setting; set null")
         if self.executor is not None and self.use_step_instruction:
             raise ValueError(
                 "executor: the main agent already has the step instruction (use_step_instruction: true) "
@@ -475,14 +494,15 @@ class RuntimeConfig(_Section):
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
     threads: int | None = Field(default=None, ge=1)
-    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
-    # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
+    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default) and in the RL
+    # update (docs/rl.md, memory): GPU memory for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model
     activation_checkpointing: bool = True
     # TRL's fused LM head projects only the labelled positions on every device (it does so on CUDA already; on CPU
     # it projects all of them): same loss, a tiny-model SFT step 27% faster on CPU (guirl.train.lm_head, docs/stack.md)
     compact_lm_head: bool = True
     # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
-    # with runtime.threads threads (null: this machine's cores / parallel_stages); weights do not depend on it
+    # with runtime.threads threads (null: this machine's cores / parallel_stages, a longer stage taking over a shorter
+    # one's cores at its planned last step); the thread count changes float order, hence the weights (docs/stack.md)
     parallel_stages: int = Field(default=1, ge=1)
     accelerate_config: str
     deepspeed_config: str | None = None
@@ -510,7 +530,7 @@ class BaseConfig(BaseModel):
     """The kernel part of a run configuration; :class:`Config` adds one optional section per
     method (see :func:`config_class` and the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     profile: str = Field(min_length=1)
     seed: int
@@ -704,7 +724,17 @@ def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(shown, key, "file not found", missing_fix)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            shown, key, f"not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start})", "save it as UTF-8"
+        ) from None
+    except OSError as err:
+        raise ConfigError(
+            shown, key, f"cannot read the file ({err.strerror})", "check the path and its permissions"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -901,6 +931,13 @@ def _to_config_error(
             f"{hint}registered {_REGISTRY_LABELS[mark.kind]}: {', '.join(repr(n) for n in names)}",
         )
     expected = _describe_type(info.annotation) if info is not None else ""
+    if kind == "finite_number":
+        return ConfigError(
+            _source_of(dotted, provenance, default),
+            dotted,
+            f"{first.get('input')!r} is not a finite number{more}",
+            f"set {dotted} to a finite number (.inf and .nan are YAML for infinity and not-a-number)",
+        )
     msg = first["msg"].removeprefix("Value error, ")
     if kind == "value_error":
         # Cross-field checks of a section say "key: problem -- fix"; blame the source that last
@@ -1013,6 +1050,25 @@ def load_config(
         return schema.model_validate(base)
     except ValidationError as err:
         raise _to_config_error(err, provenance, source, schema) from None
+
+
+def missing_inputs(cfg: BaseConfig) -> list[str]:
+    """The files and folders a run of ``cfg`` reads that are not there, one ``"key: path (what)"``
+    each: the model folder (``model.path``, unless the offline tiny model), the data folder
+    (``data.path``, unless MiniGUI, which is generated), the accelerate and DeepSpeed files."""
+    wanted: list[tuple[str, Path, bool, str]] = []  # (key, path, is a folder, what)
+    if not cfg.model.is_tiny:
+        wanted.append(("model.path", cfg.model.local_dir(), True, "the model checkpoint folder"))
+    if cfg.data.source != "minigui" and cfg.data.path:
+        wanted.append(("data.path", resolve_repo_path(cfg.data.path), True, f"the {cfg.data.source} data folder"))
+    wanted.append(("runtime.accelerate_config", resolve_repo_path(cfg.runtime.accelerate_config), False, "file"))
+    if cfg.runtime.deepspeed_config:
+        wanted.append(("runtime.deepspeed_config", resolve_repo_path(cfg.runtime.deepspeed_config), False, "file"))
+    return [
+        f"{key}: {path} (no such {'folder' if folder else 'file'}: {what})"
+        for key, path, folder, what in wanted
+        if not (path.is_dir() if folder else path.is_file())
+    ]
 
 
 def load_run_config(

@@ -33,9 +33,10 @@ REGISTRY_KINDS: tuple[str, ...] = ("format", "protocol", "data_source", "method"
 
 
 class Section(BaseModel):
-    """A config section: unknown keys are errors; assignments are validated."""
+    """A config section: unknown keys are errors; assignments are validated; a float is finite
+    (``.inf`` / ``.nan`` make no learning rate, coefficient or budget)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)

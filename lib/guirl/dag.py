@@ -13,8 +13,11 @@ A notebook declares the notebooks whose outputs it reads in its metadata::
 * ``inputs``: for every notebook it reads, the sha256 of that notebook's stamp file (so any
   new run of an upstream notebook, which writes a new stamp, makes its readers stale).
 
-A notebook is up to date when its stamp's fingerprint equals the current one; otherwise
-:func:`stale_reasons` says what changed. ``make reproduce`` (``python -m guirl.runner --all``)
+The stamp also lists the run's **outputs**: the files it wrote under
+``figures/<profile>/<notebook>/`` (paths relative to ``figures/<profile>``).
+
+A notebook is up to date when its stamp's fingerprint equals the current one and every output it
+lists is still there; otherwise :func:`stale_reasons` and :func:`missing_outputs` say what changed. ``make reproduce`` (``python -m guirl.runner --all``)
 runs only stale notebooks, in number order; a run that fails or is interrupted leaves no stamp,
 so the next run resumes there. The runner (:mod:`guirl.runner`) does the running; this module
 only reads notebooks and stamps and decides.
@@ -32,6 +35,9 @@ from typing import Any
 
 from guirl.paths import repo_root
 
+#: Injected by the runner into every notebook's ``parameters`` cell.
+RESERVED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
+
 __all__ = [
     "DagError",
     "META_KEY",
@@ -47,6 +53,8 @@ __all__ = [
     "write_stamp",
     "fingerprint",
     "stale_reasons",
+    "missing_outputs",
+    "written_since",
 ]
 
 META_KEY = "guirl"
@@ -61,7 +69,7 @@ def load_notebook(path: str | Path) -> dict[str, Any]:
     """The notebook's JSON (nbformat 4) as a dict."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DagError(f"{path}: cannot read the notebook ({err})") from None
 
 
@@ -189,8 +197,30 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     return reasons
 
 
-def write_stamp(path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float) -> Path:
-    """Write the stamp of a successful run atomically (a crash leaves the old file or none)."""
+def missing_outputs(stamp: Mapping[str, Any] | None, root: str | Path) -> list[str]:
+    """``["output <path> missing", ...]`` for the outputs a stamp lists (relative to ``root``,
+    ``figures/<profile>``) that are gone; ``[]`` when all are there (or there is no stamp)."""
+    listed = (stamp or {}).get("outputs") or []
+    return [f"output {rel} missing" for rel in listed if not (Path(root) / rel).is_file()]
+
+
+def written_since(folder: str | Path, since: float, root: str | Path) -> list[str]:
+    """Files under ``folder`` modified at or after ``since`` (``time.time()``), as sorted paths
+    relative to ``root``: what a run that started at ``since`` wrote there."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file() and p.stat().st_mtime >= since
+    )
+
+
+def write_stamp(
+    path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float, outputs: Sequence[str] = ()
+) -> Path:
+    """Write the stamp of a successful run atomically (a crash leaves the old file or none);
+    ``outputs``: the files it wrote (:func:`missing_outputs`). Inside a SLURM job
+    (``SLURM_JOB_ID`` set) the stamp also records ``slurm_job_id``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -198,7 +228,10 @@ def write_stamp(path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_
         "fingerprint": dict(fp),
         "finished_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "wall_time_s": round(wall_time_s, 3),
+        "outputs": list(outputs),
     }
+    if os.environ.get("SLURM_JOB_ID"):
+        record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)

@@ -7,6 +7,7 @@ Command line::
         [-p NAME VALUE ...] [--dry-run]
     python -m guirl.runner --all --profile tiny [--force]        # make reproduce
     python -m guirl.runner notebooks/01_sft.ipynb --dag [--force] # make nb-01_sft
+    python -m guirl.runner --all --slurm [--slurm-config gpu]   # make reproduce SLURM=1
 
 For each notebook the runner
 
@@ -22,11 +23,19 @@ For each notebook the runner
    and after a successful run the stamp ``runs/<profile>/<notebook>.stamp.json``
    (:mod:`guirl.dag`), and prints the wall time.
 
+While a notebook runs, ``runs/<profile>/<notebook>.lock`` holds the runner's pid: a second run
+of the same notebook and profile is refused with a one-line error naming it (exit 2). SIGTERM
+and SIGHUP stop a run like Ctrl-C (exit 130): the notebook's kernel is shut down, and the
+training stages it started stop with it (:mod:`guirl.train.procs`).
+
 ``--all`` and ``--dag`` treat the notebooks as a DAG (their ``metadata.guirl.reads``): they run,
 in number order, only the notebooks whose source, resolved config, library code or inputs changed
-since their last successful run (``--all``: every notebook; ``NB --dag``: NB and what it reads,
+since their last successful run, or one of whose outputs under ``figures/<profile>/<notebook>/``
+is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
 interrupted run leaves no stamp, so the next run resumes there.
+
+``--slurm`` submits the notebooks that would run as SLURM jobs instead (:mod:`guirl.slurm`).
 
 The experiment defaults to ``configs/experiments/<notebook stem>.yaml`` when that file exists.
 The notebook contract is in ``docs/architecture.md`` and ``notebooks/README.md``.
@@ -36,7 +45,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,10 +61,13 @@ from guirl.config import (
     flatten,
     format_override,
     load_config,
+    missing_inputs,
     parse_override,
     parse_scalar,
 )
-from guirl.paths import configs_dir, notebooks_dir, repo_root, runs_dir
+from guirl.dag import RESERVED_PARAMETERS
+from guirl.paths import configs_dir, figures_dir, notebooks_dir, repo_root, runs_dir
+from guirl.train.procs import FileLock, LockedError
 
 __all__ = [
     "KERNEL_NAME",
@@ -77,8 +91,6 @@ __all__ = [
 
 KERNEL_NAME = "guirl"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
-#: Injected by the runner into every notebook's ``parameters`` cell.
-RESERVED_PARAMETERS = ("profile", "experiment", "overrides", "config_path")
 
 
 class RunnerError(RuntimeError):
@@ -327,12 +339,22 @@ def execute(
     tests pass a stand-in). ``library``: the library digest when the caller has it already."""
     fp = current_fingerprint(plan, library)
     plan.output.parent.mkdir(parents=True, exist_ok=True)
-    plan.stamp_path.unlink(missing_ok=True)
-    plan.config.save(plan.config_path, header=_header(plan))
-    start = time.perf_counter()
-    (engine or _papermill)(plan, kernel_name=kernel_name, log_output=log_output)
-    wall = time.perf_counter() - start
-    dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall)
+    lock = FileLock(plan.output.with_suffix(".lock"), f"notebook {plan.stem} (profile {plan.config.profile})")
+    try:
+        lock.acquire()
+    except LockedError as err:
+        raise RunnerError(str(err)) from None
+    try:
+        plan.stamp_path.unlink(missing_ok=True)
+        plan.config.save(plan.config_path, header=_header(plan))
+        start, started = time.perf_counter(), time.time() - 1.0  # a second of slack for coarse mtimes
+        (engine or _papermill)(plan, kernel_name=kernel_name, log_output=log_output)
+        wall = time.perf_counter() - start
+        figures = figures_dir(plan.config.profile)
+        outputs = dag.written_since(figures / plan.stem, started, figures)
+        dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall, outputs=outputs)
+    finally:
+        lock.release()
     result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
     if not quiet:
         print(
@@ -374,6 +396,17 @@ def run_notebook(
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
 
 
+def stale_notebooks(
+    plans: Sequence[Any], *, force: Sequence[str] = (), use_dag: bool = True
+) -> dict[str, tuple[str, ...]]:
+    """``{stem: reasons}`` of the notebooks of ``plans`` that would run (:func:`run_dag`'s dry run:
+    stale or ``force``d); without ``use_dag`` every plan, "run as asked"."""
+    if not use_dag:
+        return {p.stem: ("run as asked",) for p in plans}
+    steps = run_dag(plans, force=force, dry_run=True, log=lambda line: None)
+    return {s.stem: tuple(s.reasons) for s in steps if s.action == "would run"}
+
+
 def run_dag(
     plans: Sequence[RunPlan],
     *,
@@ -397,7 +430,9 @@ def run_dag(
     ran: set[str] = set()
     for i, plan in enumerate(plans):
         reasons = ["forced"] if plan.stem in force else []
-        reasons += dag.stale_reasons(dag.read_stamp(plan.stamp_path), current_fingerprint(plan, library))
+        stamp = dag.read_stamp(plan.stamp_path)
+        reasons += dag.stale_reasons(stamp, current_fingerprint(plan, library))
+        reasons += dag.missing_outputs(stamp, figures_dir(plan.config.profile))[:3]
         if dry_run:  # upstream runs are only planned: their stamps have not changed yet
             reasons += [f"input {up} would rerun" for up in plan.reads if up in ran]
         if not reasons:
@@ -484,6 +519,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate and print the resolved configuration (and, with --all/--dag, what would run); write nothing",
     )
+    ap.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit one sbatch job per notebook that would run, chained by afterok (guirl.slurm); "
+        "with --dry-run: print the job scripts",
+    )
+    ap.add_argument(
+        "--slurm-config",
+        default=None,
+        metavar="NAME",
+        help="with --slurm: configs/slurm/<NAME>.yaml or a path (job resources; default: gpu)",
+    )
     return ap
 
 
@@ -494,9 +541,25 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
+def _stop_like_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM / SIGHUP: stop as Ctrl-C does (papermill shuts the kernel down, finally blocks run)."""
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 ok, 1 a notebook failed, 2 bad
-    configuration or usage, 130 interrupted)."""
+    configuration or usage or a notebook already running, 130 interrupted or terminated)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    before = {sig: signal.signal(sig, _stop_like_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.all == (args.notebook is not None):
         print("error: give one NOTEBOOK or --all", file=sys.stderr)
@@ -505,6 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --output and --dag need a single NOTEBOOK (--all already runs the DAG)", file=sys.stderr)
         return 2
     use_dag = args.all or args.dag
+    if args.slurm_config is not None and not args.slurm:
+        print("error: --slurm-config needs --slurm", file=sys.stderr)
+        return 2
     if args.force and not use_dag:
         print("error: --force needs --all or --dag (a single NOTEBOOK always runs)", file=sys.stderr)
         return 2
@@ -547,12 +613,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.slurm:
+        from guirl import slurm
+
+        force = ([p.stem for p in plans] if args.all else [Path(args.notebook).stem]) if args.force else ()
+        return slurm.run_cli(
+            plans,
+            config_name=args.slurm_config or "gpu",
+            stale=stale_notebooks(plans, force=force, use_dag=use_dag),
+            dry_run=args.dry_run,
+            kernel=args.kernel if args.kernel != KERNEL_NAME else None,
+            notebooks=[p.stem for p in all_notebooks],
+        )
     if args.dry_run:
         for plan in plans:
             print(f"# {_rel(plan.notebook)} -> {_rel(plan.output)}; parameters {plan.parameters}")
             print(plan.config.to_yaml(), end="")
         if use_dag:
             run_dag(plans, dry_run=True)
+        missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
+        if missing:
+            print(
+                f"error: the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
+                "create them or point the config at them (--override KEY=PATH)",
+                file=sys.stderr,
+            )
+            return 2
         return 0
     total = time.perf_counter()
     execute_kw = {"kernel_name": args.kernel, "log_output": args.log_output}

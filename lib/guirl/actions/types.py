@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -79,6 +80,19 @@ def _check_point(name: str, p: tuple[float, float] | None) -> tuple[float, float
     return (x, y)
 
 
+def _check_duration(v: Any) -> int:
+    """``duration_ms`` as an ``int`` >= 0: an integral float (``2000.0``) becomes the int; NaN,
+    infinity, fractions, bools and non-numbers raise :class:`ActionError`."""
+    if isinstance(v, bool) or not isinstance(v, (numbers.Integral, float)):
+        raise ActionError(f"duration_ms must be a whole number of milliseconds, got {type(v).__name__} {v!r}")
+    if isinstance(v, float) and not v.is_integer():  # NaN and infinity are not integers either
+        raise ActionError(f"duration_ms must be a whole number of milliseconds, got {v!r}")
+    ms = int(v)
+    if ms < 0:
+        raise ActionError(f"duration_ms must be >= 0, got {v}")
+    return ms
+
+
 @dataclass(frozen=True)
 class Action:
     """One GUI action in canonical units (see module docstring).
@@ -121,8 +135,8 @@ class Action:
             raise ActionError(f"key {self.key!r} not in {KEYS}")
         if self.status is not None and self.status not in STATUSES:
             raise ActionError(f"status {self.status!r} not in {STATUSES}")
-        if self.duration_ms is not None and self.duration_ms < 0:
-            raise ActionError(f"duration_ms must be >= 0, got {self.duration_ms}")
+        if self.duration_ms is not None:
+            object.__setattr__(self, "duration_ms", _check_duration(self.duration_ms))
         missing = self._missing()
         if missing:
             raise ActionError(f"{t.value} action needs {missing}")

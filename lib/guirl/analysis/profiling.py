@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import gc
 import json
+import math
 import os
 import resource
 import threading
@@ -38,14 +39,15 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from guirl.analysis.accounting import SPECIAL_TOKENS_PER_IMAGE, forward_flops, model_dims
+from guirl.analysis.accounting import SPECIAL_TOKENS_PER_IMAGE, FlopBreakdown, forward_flops, model_dims
+from guirl.models.vision_attention import set_vision_attention
 from guirl.rl.logprobs import FORWARD_KEYS, completion_logprobs, encode_samples
 
 __all__ = [
@@ -62,6 +64,15 @@ __all__ = [
     "StepProfile",
     "profile_step",
     "analytic_forward_flops",
+    "analytic_forward_breakdown",
+    "backward_multipliers",
+    "analytic_train_flops",
+    "mfu",
+    "measure_peak_flops",
+    "CheckpointChoice",
+    "is_out_of_memory",
+    "choose_activation_checkpointing",
+    "set_activation_checkpointing",
     "row_image_grids",
     "profile_sweep",
     "time_interleaved",
@@ -404,10 +415,11 @@ def row_image_grids(batch: Mapping[str, torch.Tensor], *, image_token_id: int, m
     return out
 
 
-def analytic_forward_flops(
+def analytic_forward_breakdown(
     model_config: Any, batch: Mapping[str, torch.Tensor], *, n_logits: int | None = None, causal: bool = False
-) -> float:
-    """Analytic forward FLOPs (:func:`guirl.analysis.accounting.forward_flops`) of ``batch``.
+) -> FlopBreakdown:
+    """Analytic forward FLOPs (:func:`guirl.analysis.accounting.forward_flops`) of ``batch`` by
+    component (vision tower, merger, LM), summed over its rows.
 
     Every row counts at the padded length ``L`` of the batch (the model computes the padding
     too): its text tokens are ``L`` minus its image blocks; its images are the resized sizes of
@@ -419,14 +431,95 @@ def analytic_forward_flops(
     image_token_id = int(model_config.image_token_id)
     length = int(batch["input_ids"].shape[1])
     token_px = dims.patch_size * dims.spatial_merge_size
-    total = 0.0
+    parts = [f.name for f in fields(FlopBreakdown)]
+    total = dict.fromkeys(parts, 0.0)
     for grids in row_image_grids(batch, image_token_id=image_token_id, merge=dims.spatial_merge_size):
         sizes = [(int(w) * dims.patch_size, int(h) * dims.patch_size) for _, h, w in grids.tolist()]
         areas = [w * h for w, h in sizes]
         budget = {"min_pixels": min(areas), "max_pixels": max(areas)} if areas else {}
         n_image_block = sum(a // token_px**2 + SPECIAL_TOKENS_PER_IMAGE for a in areas)
-        total += forward_flops(dims, length - n_image_block, sizes, causal=causal, n_logits=n_logits, **budget).total
-    return total
+        row = forward_flops(dims, length - n_image_block, sizes, causal=causal, n_logits=n_logits, **budget)
+        for name in parts:
+            total[name] += getattr(row, name)
+    return FlopBreakdown(**total)
+
+
+def analytic_forward_flops(
+    model_config: Any, batch: Mapping[str, torch.Tensor], *, n_logits: int | None = None, causal: bool = False
+) -> float:
+    """Analytic forward FLOPs of ``batch``: :func:`analytic_forward_breakdown`'s total."""
+    return analytic_forward_breakdown(model_config, batch, n_logits=n_logits, causal=causal).total
+
+
+def backward_multipliers(model: torch.nn.Module) -> tuple[float, float]:
+    """``(vision, lm)``: backward FLOPs per forward FLOP of the vision tower (with the merger) and
+    of the language model, from which parameters train (``requires_grad``).
+
+    A part whose own weights train costs 2 (gradients for its activations and its weights); a
+    part whose weights are frozen but that gradients must cross (the LM under LoRA, or in front
+    of a trained vision tower) costs 1 (activations only; a LoRA adapter's own matmuls are left
+    out, under 1% at rank 8); a part no gradient reaches costs 0 (a frozen vision tower: its
+    input, the pixels, needs no gradient)."""
+    vision_trains = lm_base_trains = lm_adapter_trains = False
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        if ".visual." in f".{name}":
+            vision_trains = True
+        elif "lora_" in name:
+            lm_adapter_trains = True
+        else:
+            lm_base_trains = True
+    lm = 2.0 if lm_base_trains else (1.0 if lm_adapter_trains or vision_trains else 0.0)
+    return (2.0 if vision_trains else 0.0), lm
+
+
+def analytic_train_flops(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], *, n_logits: int | None) -> float:
+    """Model FLOPs of one :func:`train_step` (forward + backward) on ``batch``, analytic:
+    each part's forward FLOPs times ``1 + `` its :func:`backward_multipliers` factor. The
+    recomputation of activation checkpointing is not counted (model FLOPs, as MFU is defined in
+    PaLM, Chowdhery et al. 2022, App. B)."""
+    fwd = analytic_forward_breakdown(model.config, batch, n_logits=n_logits)
+    vision, lm = backward_multipliers(model)
+    return fwd.vision * (1.0 + vision) + fwd.lm * (1.0 + lm)
+
+
+def mfu(train_flops: float, step_seconds: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation, a fraction: ``train_flops / step_seconds / peak_flops``.
+
+    ``train_flops``: model FLOPs of one step (:func:`analytic_train_flops`); ``step_seconds``:
+    its wall time; ``peak_flops``: FLOP/s the device reaches (:func:`measure_peak_flops`, or a
+    datasheet number: say which)."""
+    if not (train_flops >= 0 and step_seconds > 0 and peak_flops > 0):
+        raise ValueError(
+            f"mfu needs train_flops >= 0, step_seconds > 0 and peak_flops > 0 (got {train_flops}, {step_seconds}, "
+            f"{peak_flops})"
+        )
+    return train_flops / step_seconds / peak_flops
+
+
+def measure_peak_flops(
+    device: str | torch.device = "cuda",
+    dtype: torch.dtype = torch.bfloat16,
+    *,
+    n: int = 8192,
+    warmup: int = 3,
+    repeats: int = 10,
+) -> float:
+    """FLOP/s of one ``n x n @ n x n`` matrix product in ``dtype`` on ``device`` (``2 n^3`` FLOPs
+    over the median of ``repeats`` timed products): the measured peak that :func:`mfu` divides by.
+
+    On an H100 a bf16 product of n = 8192 is the largest dense rate an ordinary kernel reaches
+    (docs/stack.md has the number measured there); on CPU pass a small ``n`` (e.g. 512)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    _device_kind(device)
+    gen = torch.Generator(device=torch.device(device)).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    timing = time_callable(lambda: torch.matmul(a, b, out=out), warmup=warmup, repeats=repeats, device=device)
+    return 2.0 * n**3 / timing.median
 
 
 @dataclass(frozen=True)
@@ -447,6 +540,15 @@ class StepProfile:
     step_flops_counted: int
     forward_flops_analytic: float
     loss: float
+    train_flops_analytic: float = math.nan
+    peak_flops: float | None = None
+
+    @property
+    def mfu(self) -> float:
+        """:func:`mfu` of the median step (NaN without a ``peak_flops``)."""
+        if self.peak_flops is None or math.isnan(self.train_flops_analytic):
+            return math.nan
+        return mfu(self.train_flops_analytic, self.timing.median, self.peak_flops)
 
     def summary(self) -> dict[str, float | int]:
         out: dict[str, float | int] = {
@@ -457,6 +559,8 @@ class StepProfile:
             "forward_flops_counted": self.forward_flops_counted,
             "step_flops_counted": self.step_flops_counted,
             "forward_flops_analytic": self.forward_flops_analytic,
+            "train_flops_analytic": self.train_flops_analytic,
+            "mfu": self.mfu,
             "loss": self.loss,
         }
         return out
@@ -471,6 +575,7 @@ def profile_step(
     device: str | torch.device = "cpu",
     count: bool = True,
     timing: Timing | None = None,
+    peak_flops: float | None = None,
 ) -> StepProfile:
     """Time, memory and FLOPs of :func:`train_step` on ``batch`` (already on ``device``).
 
@@ -479,7 +584,8 @@ def profile_step(
     :func:`count_flops` under :func:`eager_attention` (``count=False`` leaves the FLOP fields 0;
     counting is slow on big inputs). Timing and memory use the model's own attention.
     ``timing``: a timing of this step measured elsewhere (e.g. interleaved with other settings by
-    :func:`profile_sweep`); the warm-up and timed steps are then skipped.
+    :func:`profile_sweep`); the warm-up and timed steps are then skipped. ``peak_flops``: the
+    device's FLOP/s (:func:`measure_peak_flops`), for the MFU of the summary.
     """
     step = train_step(model, batch)
     if timing is None:
@@ -506,6 +612,8 @@ def profile_step(
         step_flops_counted=full,
         forward_flops_analytic=analytic_forward_flops(model.config, batch, n_logits=n_logits),
         loss=float(loss),
+        train_flops_analytic=analytic_train_flops(model, batch, n_logits=n_logits),
+        peak_flops=peak_flops,
     )
 
 
@@ -519,6 +627,7 @@ def profile_sweep(
     count: bool = True,
     progress: bool = True,
     interleave: bool = False,
+    peak_flops: float | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`profile_step` on each named batch (e.g. ``{"1AO full": ..., "1AO CASC": ...}``),
     with a progress bar; one row per batch: ``{"setting": name, **StepProfile.summary()}``. Feed
@@ -526,7 +635,9 @@ def profile_sweep(
 
     ``interleave=True`` times the batches round-robin (:func:`time_interleaved`: repeat ``r`` of
     every batch before repeat ``r + 1`` of any), so a burst of load from other processes on a
-    shared machine slows every setting alike instead of one; memory and FLOPs follow per batch."""
+    shared machine slows every setting alike instead of one; memory and FLOPs follow per batch.
+    ``peak_flops``: the device's FLOP/s (:func:`measure_peak_flops`); each row then has its
+    ``mfu`` (``train_flops_analytic`` over the median step time and the peak; NaN without it)."""
     from tqdm.auto import tqdm
 
     timings: dict[str, Timing | None] = dict.fromkeys(batches)
@@ -536,7 +647,14 @@ def profile_sweep(
     rows = []
     for name, batch in tqdm(batches.items(), desc="profile", disable=not progress):
         prof = profile_step(
-            model, batch, warmup=warmup, repeats=repeats, device=device, count=count, timing=timings[name]
+            model,
+            batch,
+            warmup=warmup,
+            repeats=repeats,
+            device=device,
+            count=count,
+            timing=timings[name],
+            peak_flops=peak_flops,
         )
         rows.append({"setting": name, **prof.summary()})
     return rows
@@ -634,6 +752,89 @@ def generation_latency(
     return GenerationLatency(first, full, new_tokens)
 
 
+# --------------------------------------------------------------------------- memory probe
+@dataclass(frozen=True)
+class CheckpointChoice:
+    """What :func:`choose_activation_checkpointing` chose: ``every_n_layers`` (``None``: no
+    activation checkpointing; ``n``: every ``n``-th layer recomputes), the step's peak memory
+    (bytes, :class:`MemoryPeak`) with that choice, and the out-of-memory message of each setting
+    tried before it (first line)."""
+
+    every_n_layers: int | None
+    peak: MemoryPeak
+    refused: tuple[tuple[int | None, str], ...] = ()
+
+    @property
+    def checkpointing(self) -> bool:
+        return self.every_n_layers is not None
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """True for an allocator's out-of-memory error (``torch.OutOfMemoryError``, which CUDA
+    raises, or a ``RuntimeError`` saying "out of memory")."""
+    return isinstance(err, torch.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
+    )
+
+
+def set_activation_checkpointing(model: Any, every_n_layers: int | None) -> None:
+    """Install an activation-checkpointing setting on a transformers model (or a PEFT wrapper):
+    ``None`` off, ``n`` every ``n``-th layer (non-reentrant ``torch.utils.checkpoint``). It acts
+    in training mode only (transformers skips it in eval mode)."""
+    if every_n_layers is None:
+        if model.is_activation_checkpointing:
+            model.activation_checkpointing_disable()
+    else:
+        model.activation_checkpointing_enable({"use_reentrant": False}, every_n_layers=every_n_layers)
+
+
+def _free_memory(model: Any, device: str | torch.device) -> None:
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if _device_kind(device) == "cuda":
+        torch.cuda.empty_cache()
+
+
+def choose_activation_checkpointing(
+    model: Any,
+    step: Callable[[], Any],
+    *,
+    device: str | torch.device = "cuda",
+    ladder: Sequence[int | None] = (None, 1),
+) -> CheckpointChoice:
+    """The first activation-checkpointing setting of ``ladder`` under which one ``step()`` runs,
+    measured rather than assumed.
+
+    ``ladder``: settings from least to most memory-saving: ``None`` (off), then ``n`` (every
+    ``n``-th layer keeps no activations and recomputes them in the backward; 1: every layer).
+    Each setting is installed on ``model`` (``activation_checkpointing_enable`` /
+    ``_disable``) and ``step`` runs once under :func:`measure_memory`; an out-of-memory error
+    (:func:`is_out_of_memory`) frees the gradients and the allocator's cache and moves to the next
+    setting; any other error propagates. The model is left with the chosen setting. When every
+    setting runs out of memory, the last error is raised."""
+    if not ladder:
+        raise ValueError("ladder must name at least one setting (None: no activation checkpointing)")
+    if not model.training:
+        raise ValueError(
+            "choose_activation_checkpointing: call model.train() first (checkpointing acts in training mode)"
+        )
+    refused: list[tuple[int | None, str]] = []
+    for i, setting in enumerate(ladder):
+        set_activation_checkpointing(model, setting)
+        try:
+            _, peak = measure_memory(step, device=device)
+        except Exception as err:
+            if not is_out_of_memory(err) or i == len(ladder) - 1:
+                raise
+            refused.append((setting, str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__))
+            del err
+            _free_memory(model, device)
+            continue
+        _free_memory(model, device)
+        return CheckpointChoice(setting, peak, tuple(refused))
+    raise AssertionError("unreachable: the last setting returns or raises")
+
+
 # --------------------------------------------------------------------------- random models
 def random_model(
     config_path: str | os.PathLike[str],
@@ -644,6 +845,7 @@ def random_model(
     device: str | torch.device = "cpu",
     attn_implementation: str | None = None,
     vocab_size: int | None = None,
+    vision_attention: str = "fused",
 ) -> Any:
     """A random-weight ``Qwen2_5_VLForConditionalGeneration`` of the sizes in ``config_path``
     (``configs/models/<name>/config.json`` or its folder), speaking ``processor``'s tokenizer.
@@ -656,6 +858,7 @@ def random_model(
 
     The weights are created on ``device`` in ``dtype`` (no float32 copy on the CPU first): on a
     GPU node, initialising the 7B architecture in float32 on the CPU and casting it took minutes.
+    ``vision_attention``: ``"fused"`` or ``"loop"``, as :func:`guirl.models.load_model`.
     """
     from transformers import AutoConfig, AutoModelForImageTextToText
 
@@ -690,4 +893,5 @@ def random_model(
     with torch.random.fork_rng(devices=rng_devices), dev:
         torch.manual_seed(seed)
         model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    set_vision_attention(model, vision_attention)
     return model.eval()

@@ -7,6 +7,11 @@ Two layouts exist (both written by ``00_data_prep``):
 * a converted public dataset (``guirl.data.loaders.convert_dataset``): ``<root>/episodes.jsonl``
   holding every split (``Episode.split``) and ``<root>/manifest.json`` whose ``image_root`` is the
   folder screenshot paths are relative to.
+
+Both writers record in ``manifest.json`` how many episodes and steps they wrote (MiniGUI per split
+in ``counts``, a converted dataset in ``n_episodes`` / ``n_steps``); :func:`load_splits` checks the
+files it reads against them, so a file cut short at a line boundary is an error, not half a data
+set. :func:`check_written` does the same for any other file a manifest counts.
 """
 
 from __future__ import annotations
@@ -28,22 +33,52 @@ class Split:
     image_root: Path
 
 
-def load_splits(root: str | Path) -> dict[str, Split]:
-    """Every split under ``root`` (train first, then the others sorted by name).
+def read_manifest(root: str | Path) -> dict:
+    """``<root>/manifest.json`` (``{}`` when there is none)."""
+    path = Path(root) / "manifest.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
-    Raises :class:`~guirl.data.schema.SchemaError` naming ``root`` when neither layout is there.
+
+def check_written(path: Path, what: str, found: int, written: int | None) -> None:
+    """Raise :class:`~guirl.data.schema.SchemaError` when ``path`` holds ``found`` ``what`` but its
+    manifest says ``written`` were written (``None``: the manifest does not count them)."""
+    if written is not None and found != int(written):
+        raise SchemaError(
+            f"{path}: {found} {what}, but manifest.json says {written} were written (the file was cut short or "
+            "changed after it was written); write the data again (make nb-00_data_prep)"
+        )
+
+
+def _check_episodes(path: Path, episodes: tuple[Episode, ...] | list[Episode], counted: dict) -> None:
+    check_written(path, "episodes", len(episodes), counted.get("episodes"))
+    check_written(path, "steps", sum(len(e.steps) for e in episodes), counted.get("steps"))
+
+
+def load_splits(root: str | Path) -> dict[str, Split]:
+    """Every split under ``root`` (train first, then the others sorted by name), each file checked
+    against the counts of ``manifest.json`` when it has them (module doc).
+
+    Raises :class:`~guirl.data.schema.SchemaError` naming ``root`` when neither layout is there,
+    and naming the file whose episode or step count differs from the manifest's.
     """
     root = Path(root)
+    manifest = read_manifest(root)
     per_split = sorted(p.parent for p in root.glob("*/episodes.jsonl"))
     out: dict[str, Split] = {}
     if per_split:
+        counts = manifest.get("counts") or {}
         for folder in per_split:
-            out[folder.name] = Split(folder.name, tuple(read_episodes(folder / "episodes.jsonl")), folder)
+            episodes = tuple(read_episodes(folder / "episodes.jsonl"))
+            _check_episodes(folder / "episodes.jsonl", episodes, counts.get(folder.name) or {})
+            out[folder.name] = Split(folder.name, episodes, folder)
     elif (root / "episodes.jsonl").exists():
-        manifest = root / "manifest.json"
-        image_root = Path(json.loads(manifest.read_text())["image_root"]) if manifest.exists() else root
+        image_root = Path(manifest["image_root"]) if "image_root" in manifest else root
+        episodes = list(read_episodes(root / "episodes.jsonl"))
+        _check_episodes(
+            root / "episodes.jsonl", episodes, {"episodes": manifest.get("n_episodes"), "steps": manifest.get("n_steps")}
+        )
         groups: dict[str, list[Episode]] = {}
-        for ep in read_episodes(root / "episodes.jsonl"):
+        for ep in episodes:
             groups.setdefault(ep.split, []).append(ep)
         out = {k: Split(k, tuple(v), image_root) for k, v in groups.items()}
     else:

@@ -233,6 +233,9 @@ def build_minigui_dataset(
     """
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
+    # the manifest is written last: a build stopped half-way leaves none (readers rebuild), never an
+    # earlier build's manifest beside half-written files
+    (root / "manifest.json").unlink(missing_ok=True)
     plan = plan_splits(
         n_tasks, seed, test_fraction, unseen_task_fraction, unseen_app_fraction, heldout_app, unseen_templates
     )

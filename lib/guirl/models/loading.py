@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from transformers import Qwen2_5_VLProcessor
 
+from guirl.models.vision_attention import VISION_ATTENTION_MODES, set_vision_attention
+
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("qwen2_5_vl",)
 
 
@@ -148,6 +150,7 @@ def load_model(
     dtype: torch.dtype | str = torch.float32,
     device: str | torch.device = "cpu",
     attn_implementation: str | None = None,
+    vision_attention: str = "fused",
 ):
     """Load ``Qwen2_5_VLForConditionalGeneration`` from a local folder, in eval mode.
 
@@ -159,10 +162,17 @@ def load_model(
         device: where to put the model (``"cpu"``, ``"cuda"``, ``"cuda:0"``...).
         attn_implementation: ``None`` (transformers default, sdpa), ``"eager"``,
             ``"sdpa"`` or ``"flash_attention_2"``.
+        vision_attention: ``"fused"`` (the vision tower's window and full attention as a few
+            batched calls under sdpa, :mod:`guirl.models.vision_attention`) or ``"loop"``
+            (transformers' one call per window).
     """
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     p = resolve_checkpoint(path, "load_model")
+    if vision_attention not in VISION_ATTENTION_MODES:
+        raise ValueError(
+            f"load_model('{p}'): vision_attention {vision_attention!r} is not one of {', '.join(VISION_ATTENTION_MODES)}"
+        )
     if isinstance(dtype, str) and dtype != "auto":
         if dtype not in _DTYPES:
             raise ValueError(f"load_model('{p}'): dtype {dtype!r} is not one of {sorted(_DTYPES)} or 'auto'")
@@ -171,6 +181,7 @@ def load_model(
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(p, **kwargs)
+    set_vision_attention(model, vision_attention)
     return model.to(device).eval()
 
 

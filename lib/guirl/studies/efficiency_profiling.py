@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
+from guirl.analysis.accounting import action_token_table
 from guirl.analysis.cost import CostFit, ceiling_speedup, fit_cost_models
 from guirl.analysis.profiling import analytic_forward_flops
 from guirl.config import Config
@@ -281,8 +282,8 @@ def side_table(rows: pd.DataFrame, fits: Mapping[str, Mapping[str, CostFit]]) ->
     ``rows``: :func:`guirl.analysis.profiling.profile_sweep` rows plus the :data:`KEYS` columns
     and ``visual_tokens``. Adds ``compression_pct``, ``speedup``, ``ceiling`` (quadratic fit),
     ``ceiling_linear``, ``measured_over_ceiling`` (``speedup / ceiling``), ``step_tflops``
-    (counted forward + backward, 1e12 FLOPs), ``counted_over_analytic`` (forward) and
-    ``peak_mb`` (module doc). Every setting needs its ``full`` counterpart (``KeyError``
+    (counted forward + backward, 1e12 FLOPs), ``counted_over_analytic`` (forward), ``peak_mb``
+    and ``mfu`` (the sweep's model FLOPs utilisation; NaN without a measured peak) (module doc). Every setting needs its ``full`` counterpart (``KeyError``
     otherwise); ``full`` rows have compression 0 and speedup and ceiling 1.
     """
     missing = sorted({*KEYS, "prompt_tokens", "visual_tokens", "median_s"} - set(rows.columns))
@@ -315,6 +316,7 @@ def side_table(rows: pd.DataFrame, fits: Mapping[str, Mapping[str, CostFit]]) ->
                 "forward_tflops_analytic": analytic / 1e12,
                 "counted_over_analytic": counted / analytic if analytic else math.nan,
                 "peak_mb": r.get("peak_bytes", math.nan) / 2**20,
+                "mfu": r.get("mfu", math.nan),
             }
         )
     return pd.DataFrame(out)
@@ -422,34 +424,6 @@ def inference_table(
     for n in configs:
         out[f"flops_reduction_{n}"] = ref[f"tflops_{n}"].to_numpy() / out[f"tflops_{n}"].to_numpy()
     return out
-
-
-def action_token_table(
-    actions: Sequence[Any], ctx: Any, tokenizers: Mapping[str, Any], formats: Sequence[str] | None = None
-) -> pd.DataFrame:
-    """Tokens per action of every output format (AgentCPM-GUI's compactness claim): one row per
-    format, ``actions`` (how many of ``actions`` it can express) and one column of mean tokens per
-    tokenizer of ``tokenizers`` (:func:`guirl.analysis.accounting.tokens_per_action`). ``ctx``: the
-    :class:`guirl.actions.FormatContext` (screen size and pixel budget)."""
-    from guirl.actions import FORMAT_NAMES, get_format
-    from guirl.actions.types import ActionError
-    from guirl.analysis.accounting import tokens_per_action
-
-    rows = []
-    for name in formats or FORMAT_NAMES:
-        fmt = get_format(name)
-        ok = []
-        for a in actions:
-            try:
-                fmt.format(a, ctx)
-            except ActionError:
-                continue
-            ok.append(a)
-        row: dict[str, Any] = {"format": name, "actions": len(ok)}
-        for tok_name, tok in tokenizers.items():
-            row[tok_name] = tokens_per_action(ok, name, tok, ctx=ctx) if ok else math.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- notebook 05's flow
@@ -578,14 +552,22 @@ def profile_rows(
     """Forward + backward of one sample per setting and model (:func:`guirl.analysis.profiling.
     profile_sweep`, ``analysis.warmup`` / ``analysis.repeats``, the settings of a model timed
     round-robin); ``tiny`` on every screen kind, the architectures on ``analysis.architecture_screens``.
-    One row per (model, setting) with :data:`KEYS`, ``visual_tokens`` and the sweep's columns."""
-    from guirl.analysis.profiling import profile_sweep
+    One row per (model, setting) with :data:`KEYS`, ``visual_tokens`` and the sweep's columns,
+    ``mfu`` among them: analytic training FLOPs / step seconds / the peak FLOP/s measured on the
+    device in the model's dtype (:func:`guirl.analysis.profiling.measure_peak_flops`: a 512-wide
+    product on CPU, an 8192-wide one on a GPU), once per dtype."""
+    from guirl.analysis.profiling import measure_peak_flops, profile_sweep
 
     a = inp.cfg.analysis
     pad = inp.procs["MiniGUI"].tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    peaks: dict[torch.dtype, float] = {}
     rows = []
     for name, build in models.items():
         model = build().train()
+        dtype = next(model.parameters()).dtype
+        if dtype not in peaks:
+            n = 512 if torch.device(inp.device).type == "cpu" else 8192
+            peaks[dtype] = measure_peak_flops(inp.device, dtype, n=n)
         mine = {k: b for k, b in batches.items() if name == "tiny" or k[0] in a.architecture_screens}
         swept = profile_sweep(
             model,
@@ -594,6 +576,7 @@ def profile_rows(
             repeats=a.repeats,
             device=inp.device,
             interleave=True,
+            peak_flops=peaks[dtype],
         )
         for (s, h, side), row in zip(mine, swept):
             visual = int((batches[(s, h, side)]["input_ids"] == pad).sum())

@@ -8,6 +8,12 @@ Studies build lists of stages; :func:`run_stages` runs them (side by side where 
 :func:`run_stage` one. The model is trained in a separate process (one CPU process for the tiny
 profile, ``num_processes`` GPUs with DeepSpeed ZeRO-2 for the paper profiles), so a notebook
 kernel never hosts DeepSpeed and a killed run can be resumed by calling again.
+
+The subprocess runs in a process group of its own that never outlives the caller
+(:mod:`guirl.train.procs`): it is stopped when :func:`run_stage` fails or is interrupted, and when
+the caller dies, however it dies. ``<output_dir>.lock`` holds the caller's pid while the stage
+runs: a second run on the same folder is refused with a one-line :class:`~guirl.train.procs.LockedError`
+naming it, and a lock left by a dead process is taken over.
 """
 
 from __future__ import annotations
@@ -16,7 +22,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -26,6 +31,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guirl.paths import resolve_repo_path
+from guirl.train.procs import FileLock, forget, start_group, stop_all, stop_group
 from guirl.train.sft import RESULT_FILE
 
 if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes are read here
@@ -236,7 +242,7 @@ def run_stage(
     echo: bool = True,
     timeout: float | None = None,
     parallel: int = 1,
-    peer_marker: Path | None = None,
+    thread_schedule: str | None = None,
 ) -> dict[str, Any]:
     """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
 
@@ -250,39 +256,49 @@ def run_stage(
     first, so a changed config never reuses stale checkpoints. Output is streamed (``echo``) and
     the last 60 lines are kept for the error message. ``parallel``: how many stages share the
     machine (:func:`run_stages`); it sets the thread count (:func:`stage_env`) and, above 1,
-    prefixes each echoed line with ``[<output folder name>]``. ``peer_marker``: this stage's marker
-    file in its side-by-side group's folder (:func:`run_stages` creates it; it is deleted when the
-    stage ends, so the group's other stages take over its cores, :mod:`guirl.train.cores`).
+    prefixes each echoed line with ``[<output folder name>]``. ``thread_schedule``: the torch
+    threads of each step (``"0:1,280:2"``, :mod:`guirl.train.cores`; :func:`run_stages` plans it for
+    stages side by side; ignored when ``runtime.threads`` fixes the count).
     """
-    try:
-        return _run_stage(stage, echo, timeout, parallel, peer_marker)
-    finally:
-        if peer_marker is not None:
-            Path(peer_marker).unlink(missing_ok=True)
+    return _run_stage(stage, echo, timeout, parallel, thread_schedule)
+
+
+def stage_lock(output_dir: Path) -> FileLock:
+    """The lock of a stage folder: ``<output_dir>.lock`` beside it (the folder itself may be
+    replaced when its fingerprint changed)."""
+    output_dir = Path(output_dir)
+    return FileLock(output_dir.with_name(output_dir.name + ".lock"), f"stage folder {output_dir}")
 
 
 def _run_stage(
-    stage: Stage, echo: bool, timeout: float | None, parallel: int, peer_marker: Path | None
+    stage: Stage, echo: bool, timeout: float | None, parallel: int, thread_schedule: str | None
 ) -> dict[str, Any]:
     cfg, output_dir = stage.cfg, stage.output_dir
-    cmd = prepare_stage(stage, echo=echo)
-    done = output_dir / RESULT_FILE
-    if done.exists():
-        return json.loads(done.read_text())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg, parallel)}
-    if peer_marker is not None and cfg.runtime.threads is None:
-        from guirl.train.cores import CORES_ENV, PEER_DIR_ENV
+    with stage_lock(output_dir) as lock:
+        cmd = prepare_stage(stage, echo=echo)
+        done = output_dir / RESULT_FILE
+        if done.exists():
+            return json.loads(done.read_text())
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg, parallel)}
+        if thread_schedule is not None and cfg.runtime.threads is None:
+            from guirl.train.cores import SCHEDULE_ENV
 
-        env.update({PEER_DIR_ENV: str(Path(peer_marker).parent), CORES_ENV: str(available_cores())})
-    tail: deque[str] = deque(maxlen=60)
-    prefix = f"[{output_dir.name}] " if parallel > 1 else ""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line)
-            if echo:
-                print(prefix + line, end="", flush=True)
-        rc = proc.wait(timeout=timeout)
+            env[SCHEDULE_ENV] = thread_schedule
+        tail: deque[str] = deque(maxlen=60)
+        prefix = f"[{output_dir.name}] " if parallel > 1 else ""
+        proc = start_group(cmd, env=env, pass_fds=[lock.fileno()])
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail.append(line)
+                if echo:
+                    print(prefix + line, end="", flush=True)
+            proc.stdout.close()
+            rc = proc.wait(timeout=timeout)
+            forget(proc)
+        except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
+            stop_group(proc)
+            raise
     if rc != 0 or not done.exists():
         raise TrainingFailed(
             f"stage {stage.name!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}"
@@ -300,14 +316,18 @@ def run_stages(
     With ``parallel`` > 1 the subprocesses run
     side by side, each with its share of the cores (:func:`stage_env`): on 2 cores, the tiny
     model's two SFT agents trained side by side with one thread each take about 0.83x the time of
-    training them one after the other with two threads, with bit-identical weights (docs/stack.md).
-    When a stage ends, the ones still running take over its cores (:mod:`guirl.train.cores`; unless
-    ``runtime.threads`` fixes the count): thread count does not change the weights.
-    The first failure is raised after every started stage has ended. Stages that run side by side
-    must not depend on each other (no stage's base model or input may be another's output); one
-    after the other (``parallel`` 1), a later stage may start from an earlier one's output."""
-    import tempfile
+    training them one after the other with two threads (docs/stack.md). When they all start at
+    once and their step counts are known, a stage takes over the cores of a shorter one from that
+    one's planned last step on (:func:`guirl.train.cores.thread_schedule`; unless ``runtime.threads``
+    fixes the count): the thread count changes the weights, so the switch is at a step fixed in
+    advance, never at the moment a sibling happens to end.
+    The first failure is raised after every started stage has ended; an interruption stops them all.
+    Stages that run side by side must not depend on each other (no stage's base model or input may
+    be another's output); one after the other (``parallel`` 1), a later stage may start from an
+    earlier one's output."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from guirl.train.cores import format_schedule, thread_schedule
 
     outputs = [s.output_dir.resolve() for s in stages]
     if len(set(outputs)) != len(outputs):
@@ -329,22 +349,38 @@ def run_stages(
                 raise ValueError(
                     f"run_stages: {s.output_dir} reads another stage's output ({read}); run them in order (parallel=1)"
                 )
-    with tempfile.TemporaryDirectory(prefix="guirl-stages-") as peers, ThreadPoolExecutor(max_workers=n) as pool:
-        markers = [Path(peers) / f"stage-{i}" for i in range(len(stages))]
-        for marker in markers[:n]:  # the first n start at once; the others mark themselves when they start
-            marker.touch()
+    plans = (
+        thread_schedule([planned_steps(s.cfg, s.name, s.entry) for s in stages], available_cores())
+        if len(stages) <= n
+        else None
+    )
+    with ThreadPoolExecutor(max_workers=n) as pool:
         futures = [
-            pool.submit(_marked, markers[i], stage, echo=echo, parallel=n, peer_marker=markers[i])
+            pool.submit(
+                run_stage,
+                stage,
+                echo=echo,
+                parallel=n,
+                thread_schedule=format_schedule(plans[i]) if plans else None,
+            )
             for i, stage in enumerate(stages)
         ]
-        errors = [f.exception() for f in futures]  # waits for every stage
+        try:
+            errors = [f.exception() for f in futures]  # waits for every stage
+        except BaseException:  # interrupted while waiting: stop the stages still running, then stop
+            for f in futures:
+                f.cancel()
+            stop_all()
+            raise
     for err in errors:
         if err is not None:
             raise err
     return [f.result() for f in futures]
 
 
-def _marked(marker: Path, stage: Stage, **kw: Any) -> dict[str, Any]:
-    """:func:`run_stage` with its side-by-side marker present while it runs."""
-    marker.touch()
-    return run_stage(stage, **kw)
+def planned_steps(cfg: Config, stage: str, entry: str = SFT_ENTRY) -> int | None:
+    """The optimizer steps a grounding or SFT stage will train (``max_steps``), ``None`` when
+    the config does not fix them (epochs) or the stage is not one of :data:`SFT_ENTRY`'s."""
+    if entry != SFT_ENTRY:
+        return None
+    return cfg.grounding.max_steps if stage == "grounding" else cfg.sft.max_steps

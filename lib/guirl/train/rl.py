@@ -31,18 +31,27 @@ A role supplies :class:`guirl.rl.hooks.RLHooks` (built by its ``Method.hooks`` e
 One step (CCPO Algorithm 1 lines 3-45, with ``num_iterations = 1``): draw tasks, roll out with
 the current policy (eval mode, seeded by ``(seed, step, draw, rank)``), score, filter, compute
 advantages on the kept samples; shuffle them into ``rl.mini_batches`` mini-batches; before the
-first update compute the reference log-probs (``beta > 0``: the base model, i.e. the LoRA
-adapter disabled, or a frozen copy of the initial weights) and, with more than one mini-batch,
+first update compute the reference log-probs (``beta > 0``: a frozen copy of the initial weights
+when all parameters train, the default and CCPO Table 8's setup; the LoRA adapter disabled with
+``rl.lora``) and, with more than one mini-batch,
 the old log-probs; for each mini-batch accumulate micro-batch gradients of
 :func:`guirl.rl.losses.policy_loss` normalised by the mini-batch's *global* token (or sequence)
 count across micro-batches and data-parallel ranks, clip the gradient norm and step AdamW.
 
 Files under ``output_dir``: ``checkpoint-<step>/`` (``accelerate`` state: model, optimizer,
-scheduler, RNG of every rank; ``engine.json``: step, task-stream cursor, counters), written to a
-temporary name and renamed, so a killed run resumes from the last complete one; ``rl_log.jsonl``
-(one JSON object per step, :data:`LOG_FIELDS`; rows after the resumed step are dropped on
-resume); ``final/`` (the LoRA adapter, or the full model) with the processor; ``result.json``
-last (its presence means done; ``guirl.evaluate.load_trained`` reads it).
+scheduler, RNG of every rank; ``engine.json``: step, task-stream cursor, counters, training seconds
+so far and the learning-rate schedule, as plain JSON), written to a temporary name and renamed, so a
+killed run resumes from the last complete one; ``rl_log.jsonl`` (one JSON object per step,
+:data:`LOG_FIELDS`; rows after the resumed step, and a last line cut short by a kill, are dropped
+on resume); ``final/`` (the full model, or the LoRA adapter with ``rl.lora``) with the processor;
+``result.json`` last (its presence means done; ``guirl.models.load_trained`` reads it; it records
+the trained and total parameter counts and the learning rate used).
+
+A resume unpickles nothing but tensors and plain data: the files of a checkpoint are read with
+``torch.load(weights_only=True)`` (accelerate's loader; the RNG states are checked first, since
+accelerate would skip a refused one silently), and no object is registered with accelerate's
+``custom_checkpoint_*.pkl`` (which it loads with ``weights_only=False``). A checkpoint folder copied
+from elsewhere cannot run code on resume.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -63,7 +73,6 @@ from guirl.rl.hooks import RLHooks
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
 from guirl.rollout.policy import derive_seed
-from guirl.train.data import read_jsonl
 
 if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
     from guirl.config import Config
@@ -117,6 +126,9 @@ LOG_FIELDS: dict[str, str] = {
     "gen_seconds": "rollout time (generation + prompt building)",
     "reward_seconds": "reward time",
     "update_seconds": "reference / old log-probs + forward/backward + optimizer",
+    "logprob_ref_seconds": "of update_seconds: reference log-probs (a forward of the frozen model / adapter off)",
+    "logprob_old_seconds": "of update_seconds: old log-probs (with more than one mini-batch)",
+    "grad_seconds": "of update_seconds: forward + backward passes and optimizer steps of the mini-batches",
     "step_seconds": "whole step, wall clock",
 }
 
@@ -124,47 +136,115 @@ LOG_FIELDS: dict[str, str] = {
 # --------------------------------------------------------------------------------------------
 # checkpoints and logs
 def last_checkpoint(output_dir: Path) -> Path | None:
-    """The complete checkpoint with the highest step (its ``engine.json`` exists), or ``None``."""
+    """The complete checkpoint with the highest step (its ``engine.json`` holds the engine state
+    and the learning-rate schedule), or ``None``."""
     best: tuple[int, Path] | None = None
     if not output_dir.is_dir():
         return None
     for p in output_dir.glob("checkpoint-*"):
         tail = p.name.removeprefix("checkpoint-")
-        if tail.isdigit() and (p / ENGINE_FILE).is_file():
-            if best is None or int(tail) > best[0]:
-                best = (int(tail), p)
+        if tail.isdigit() and _resumable(p) and (best is None or int(tail) > best[0]):
+            best = (int(tail), p)
     return None if best is None else best[1]
 
 
-def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an ``rl_log.jsonl`` (a bad line raises ``ValueError`` naming the file and line)."""
-    return read_jsonl(path)
+def _resumable(checkpoint: Path) -> bool:
+    """Whether ``checkpoint/engine.json`` is readable and holds what a resume restores."""
+    try:
+        saved = json.loads((checkpoint / ENGINE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and {"engine", "tasks", "scheduler"} <= saved.keys()
+
+
+def read_log(path: str | Path, *, drop_torn_tail: bool = False) -> list[dict[str, Any]]:
+    """Rows of an ``rl_log.jsonl`` (a bad line raises ``ValueError`` naming the file and line).
+
+    ``drop_torn_tail``: a last line that does not parse (a run killed while appending it) is
+    dropped with a warning naming the file instead."""
+    path = Path(path)
+    lines = path.read_bytes().split(b"\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            if drop_torn_tail and i == last:
+                warnings.warn(
+                    f"{path}: line {i + 1} is cut short (a run stopped while writing it); dropped", stacklevel=2
+                )
+                break
+            raise ValueError(f"{path}: line {i + 1}: not a JSON row ({e})") from None
+    return rows
 
 
 def _truncate_log(path: Path, last_step: int) -> None:
-    """Keep the rows of steps ``<= last_step`` (those of a killed run after its checkpoint go)."""
+    """Keep the rows of steps ``<= last_step``: those a killed run wrote after its last checkpoint
+    (all of them without one) go, and so does a last line it left cut short (with a warning)."""
     if not path.exists():
         return
-    rows = [r for r in read_log(path) if int(r["step"]) <= last_step]
+    rows = [r for r in read_log(path, drop_torn_tail=True) if int(r["step"]) <= last_step]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     tmp.replace(path)
 
 
+class UnsafeCheckpointError(RuntimeError):
+    """A checkpoint file holds objects other than tensors and plain data (refused, not loaded)."""
+
+
+def _load_plain(path: Path) -> Any:
+    """``path`` read with ``torch.load(weights_only=True)`` (tensors, numpy arrays and plain
+    containers; accelerate's loader); :class:`UnsafeCheckpointError` for anything else."""
+    import pickle
+
+    from accelerate.utils import load
+
+    try:
+        return load(path, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        raise UnsafeCheckpointError(
+            f"{path}: holds objects other than tensors and plain data ({str(e).splitlines()[0][:160]}); refused. "
+            "Delete this checkpoint folder to resume from an earlier one, or the stage folder to train again"
+        ) from None
+
+
+def _load_checkpoint(acc, checkpoint: Path, engine: _Engine, hooks: RLHooks, scheduler: Any) -> None:
+    """Restore model, optimizer and RNG (accelerate, ``weights_only``), then the engine state,
+    the task stream and the learning-rate schedule (``engine.json``) from ``checkpoint``."""
+    foreign = sorted(checkpoint.glob("custom_checkpoint_*"))  # accelerate loads these with weights_only=False
+    if foreign:
+        raise UnsafeCheckpointError(
+            f"{foreign[0]}: a pickle of objects this engine never writes; refused. Delete it (or this checkpoint "
+            "folder) to resume"
+        )
+    _load_plain(checkpoint / f"random_states_{acc.process_index}.pkl")  # refused here, not skipped silently
+    acc.load_state(str(checkpoint))
+    saved = json.loads((checkpoint / ENGINE_FILE).read_text(encoding="utf-8"))
+    engine.state.load_state_dict(saved["engine"])
+    hooks.tasks.load_state_dict(saved["tasks"])
+    scheduler.load_state_dict(saved["scheduler"])
+
+
 class _EngineState:
-    """Counters restored on resume; registered with ``accelerate`` as a checkpointed object."""
+    """Counters restored on resume (``engine.json``); ``train_seconds``: training time of the
+    steps up to the checkpoint, summed over the runs that trained them."""
 
     def __init__(self) -> None:
         self.step = 0
         self.samples_generated = 0
         self.samples_trained = 0
+        self.train_seconds = 0.0
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict[str, float]:
         return dict(vars(self))
 
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
+    def load_state_dict(self, state: Mapping[str, float]) -> None:
         for k, v in state.items():
-            setattr(self, k, int(v))
+            setattr(self, k, float(v) if k == "train_seconds" else int(v))
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,7 +298,11 @@ def _load_policy_model(cfg: Config, base_model: Path, output_dir: Path, is_main:
 
     m = cfg.model
     device = "cpu" if cfg.runtime.device == "cpu" else None
-    kwargs: dict[str, Any] = {"dtype": m.torch_dtype, "attn_implementation": m.attn_implementation}
+    kwargs: dict[str, Any] = {
+        "dtype": m.torch_dtype,
+        "attn_implementation": m.attn_implementation,
+        "vision_attention": m.vision_attention,
+    }
     if device is not None:
         kwargs["device"] = device
     if not _is_adapter_dir(base_model):
@@ -394,16 +478,24 @@ class _Engine:
         # reference (and, with several updates per batch, old) log-probs before any update
         pre: dict[int, dict[str, torch.Tensor]] = {}
         need_old = rl.mini_batches > 1
+        ref_s = old_s = 0.0
         for mini in minis:
             for micro in mini:
+                t0 = time.perf_counter()
                 batch = self._encode(micro)
+                enc_s = time.perf_counter() - t0
                 extra: dict[str, torch.Tensor] = {}
                 if rl.beta > 0:
+                    t0 = time.perf_counter()
                     extra["ref"] = self._ref_logprobs(batch)
+                    ref_s += time.perf_counter() - t0 + enc_s
                 if need_old:
+                    t0 = time.perf_counter()
                     with torch.no_grad():
                         extra["old"] = self._logprobs(self.model, batch)[0]
+                    old_s += time.perf_counter() - t0 + (0.0 if rl.beta > 0 else enc_s)
                 pre[id(micro)] = extra
+        t_grad = time.perf_counter()
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "tok": 0.0, "prompt": 0.0}
         grad_norms = []
         norm_len = self._norm_len()
@@ -461,8 +553,12 @@ class _Engine:
         tot = self._sum(
             [sums["loss"], sums["pg_loss"], sums["kl"], sums["ent"], sums["clip"], sums["tok"], sums["prompt"]]
         )
+        grad_s = time.perf_counter() - t_grad
         n = self._sum([len(samples), sum(abs(s.advantage) for s in samples)])
         return {
+            "logprob_ref_seconds": ref_s,
+            "logprob_old_seconds": old_s,
+            "grad_seconds": grad_s,
             "loss": tot[0] / self.world,
             "pg_loss": tot[1] / self.world,
             "kl": tot[2] / tot[5] if tot[5] else 0.0,
@@ -478,6 +574,9 @@ class _Engine:
 
 #: Log fields that only an update produces (null on a skipped step).
 _UPDATE_FIELDS = (
+    "logprob_ref_seconds",
+    "logprob_old_seconds",
+    "grad_seconds",
     "loss",
     "pg_loss",
     "kl",
@@ -510,7 +609,7 @@ def _write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
-def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks, limit: int) -> Path:
+def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks, limit: int, scheduler: Any) -> Path:
     final = output_dir / f"checkpoint-{state.step}"
     tmp = output_dir / f"checkpoint-{state.step}.tmp"
     if acc.is_main_process:
@@ -519,7 +618,8 @@ def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks,
     acc.save_state(str(tmp))
     acc.wait_for_everyone()
     if acc.is_main_process:
-        _write_json(tmp / ENGINE_FILE, {"engine": state.state_dict(), "tasks": hooks.tasks.state_dict()})
+        saved = {"engine": state.state_dict(), "tasks": hooks.tasks.state_dict(), "scheduler": scheduler.state_dict()}
+        _write_json(tmp / ENGINE_FILE, saved)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         done = sorted(
@@ -579,43 +679,51 @@ def train_rl(
             f"rl.prompts_per_step ({rl.prompts_per_step}) is below the number of processes ({acc.num_processes}): "
             "every rank needs at least one task per draw"
         )
+    if acc.state.deepspeed_plugin is not None and acc.state.deepspeed_plugin.zero_stage == 3:
+        raise ValueError(
+            "DeepSpeed ZeRO-3 shards the weights the rollouts generate with, and semi-online ranks run different "
+            "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
+        )
     model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
     acc.wait_for_everyone()
     ref_model = None
-    if cfg.lora.enabled:
+    if rl.lora:
         model = apply_lora(model, r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
-    elif rl.beta > 0:
+    else:  # every parameter (a merged SFT adapter comes back frozen from PEFT)
+        model.requires_grad_(True)
+    if not rl.lora and rl.beta > 0:
         from guirl.models import load_model
 
         ref_model = load_model(
             start,
             dtype=m.torch_dtype,
             attn_implementation=m.attn_implementation,
+            vision_attention=m.vision_attention,
             **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
         ).to(acc.device)
         ref_model.requires_grad_(False).eval()
+    if cfg.runtime.activation_checkpointing:  # recompute activations in the update's backward (docs/rl.md, memory)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
+    n_params = (sum(p.numel() for p in params), sum(p.numel() for p in model.parameters()))
+    lr = rl.lora_learning_rate if rl.lora else rl.learning_rate
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=rl.weight_decay)
     warm = rl.warmup_steps * rl.mini_batches
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / warm) if warm else 1.0)
     # the scheduler is stepped once per update by the engine, not prepared: accelerate's wrapper
     # would step it once per process
     model, optimizer = acc.prepare(model, optimizer)
     engine = _Engine(cfg, hooks, processor, model, ref_model, acc)
-    acc.register_for_checkpointing(scheduler, engine.state)
     log_path = output_dir / LOG_FILE
     resume = last_checkpoint(output_dir)
     if resume is not None:
-        acc.load_state(str(resume))
-        saved = json.loads((resume / ENGINE_FILE).read_text())
-        engine.state.load_state_dict(saved["engine"])
-        hooks.tasks.load_state_dict(saved["tasks"])
-        if acc.is_main_process:
-            _truncate_log(log_path, engine.state.step)
+        _load_checkpoint(acc, resume, engine, hooks, scheduler)
+    if acc.is_main_process:
+        _truncate_log(log_path, engine.state.step)
     acc.wait_for_everyone()
     policy = make_policy(acc.unwrap_model(model), processor)
     t_train = time.perf_counter()
-    first = engine.state.step
+    first, before = engine.state.step, engine.state.train_seconds
     bar = tqdm(total=rl.max_steps, initial=first, desc="rl", disable=not (progress and acc.is_main_process))
     while engine.state.step < rl.max_steps:
         step = engine.state.step + 1
@@ -654,11 +762,12 @@ def train_rl(
             with log_path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(_jsonable(row)) + "\n")
         if step % rl.save_steps == 0 or step == rl.max_steps:
-            _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit)
+            engine.state.train_seconds = before + time.perf_counter() - t_train
+            _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit, scheduler)
         bar.update(1)
         bar.set_postfix({k: f"{row[k]:.4g}" for k in ("reward", "kl", "n_kept") if row.get(k) is not None})
     bar.close()
-    seconds = time.perf_counter() - t_train
+    seconds = before + time.perf_counter() - t_train  # the resumed runs' training time included
     final = output_dir / FINAL_DIR
     acc.wait_for_everyone()
     if acc.is_main_process:
@@ -669,7 +778,10 @@ def train_rl(
         "role": rl.role,
         "base_model": str(start),
         "final": str(final),
-        "adapter": bool(cfg.lora.enabled),
+        "adapter": bool(rl.lora),
+        "trainable_parameters": n_params[0],
+        "parameters": n_params[1],
+        "learning_rate": lr,
         "resumed_from": str(resume) if resume is not None else None,
         "global_step": engine.state.step,
         "first_step": first,

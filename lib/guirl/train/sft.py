@@ -20,14 +20,18 @@ Stages:
 
 The same script runs one CPU process or a multi-GPU DeepSpeed ZeRO-2 job (the DeepSpeed config
 comes from ``runtime.deepspeed_config``). Checkpoints go to ``<output-dir>/checkpoint-*``; a
-rerun resumes from the last one. When training ends the result is saved to
-``<output-dir>/final`` and ``<output-dir>/result.json`` is written last (its presence means done).
+checkpoint counts once the trainer has written all of it and :data:`COMPLETE_FILE` beside it (with
+the training seconds so far): a rerun resumes from the last complete one, passing over (with a
+warning naming it) one that a stopped run left half-written. When training ends the result is
+saved to ``<output-dir>/final`` and ``<output-dir>/result.json`` is written last (its presence
+means done); its ``train_seconds`` sum the runs that trained the stage.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +46,48 @@ FINAL_DIR = "final"
 RECORDS_INPUT = "records"
 #: What each stage trains on; ``records`` reads its records from the stage input of that name.
 SFT_STAGES = ("grounding", "sft", "records")
+#: Written into ``checkpoint-<step>/`` after the trainer saved all of it (``{"global_step",
+#: "train_seconds"}``): a checkpoint without it is incomplete and never resumed from.
+COMPLETE_FILE = "guirl_complete.json"
+
+
+def complete_checkpoint(output_dir: Path) -> tuple[Path | None, float]:
+    """The complete checkpoint with the highest step and the training seconds up to it (``(None,
+    0.0)`` when there is none). A higher, incomplete checkpoint (no :data:`COMPLETE_FILE`: a run
+    stopped while writing it) is passed over with a warning naming it."""
+    folders = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.removeprefix("checkpoint-").isdigit()]
+    for folder in sorted(folders, key=lambda p: int(p.name.removeprefix("checkpoint-")), reverse=True):
+        try:
+            marker = json.loads((folder / COMPLETE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            warnings.warn(
+                f"{folder}: incomplete checkpoint (no {COMPLETE_FILE}: a run stopped while writing it); "
+                "resuming from the previous complete one",
+                stacklevel=2,
+            )
+            continue
+        return folder, float(marker.get("train_seconds", 0.0))
+    return None, 0.0
+
+
+def _mark_complete(before: float):
+    """A ``TrainerCallback`` writing :data:`COMPLETE_FILE` into each checkpoint once the trainer
+    saved it, with ``before`` plus this run's training seconds."""
+    from transformers import TrainerCallback
+
+    class MarkComplete(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                tmp = folder / (COMPLETE_FILE + ".tmp")
+                seconds = before + time.perf_counter() - self.t0
+                tmp.write_text(json.dumps({"global_step": state.global_step, "train_seconds": round(seconds, 3)}))
+                tmp.replace(folder / COMPLETE_FILE)
+
+    return MarkComplete()
 
 
 def build_records(
@@ -50,7 +96,7 @@ def build_records(
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
     the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import check_written, load_splits, read_manifest
     from guirl.prompts import prompt_spec
     from guirl.train.data import grounding_records, read_jsonl, read_records, sft_records
 
@@ -63,6 +109,9 @@ def build_records(
         return read_records(inputs[RECORDS_INPUT], image_root=data_dir)
     if stage == "grounding":
         rows = read_jsonl(data_dir / "grounding_train.jsonl")
+        check_written(
+            data_dir / "grounding_train.jsonl", "rows", len(rows), read_manifest(data_dir).get("grounding_samples")
+        )
         return grounding_records(
             rows,
             cfg.sft.output_format,
@@ -79,6 +128,33 @@ def build_records(
     return sft_records(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
     )
+
+
+def merged_base(cfg: Config, base_model: Path, output_dir: Path) -> Path:
+    """The full-weight folder a stage starts from: ``base_model`` itself, or, when it is a LoRA
+    adapter (a LoRA SFT result that a later stage continues), the adapter merged into its base model,
+    saved once to ``output_dir/base_merged`` with the base's processor (the main process writes it,
+    the others wait)."""
+    adapter_cfg = base_model / "adapter_config.json"
+    if not adapter_cfg.is_file():
+        return base_model
+    from accelerate import PartialState
+
+    merged = output_dir / "base_merged"
+    with PartialState().main_process_first():
+        if not (merged / "config.json").is_file():
+            from peft import PeftModel
+
+            from guirl.models import load_model, load_processor
+
+            parent = Path(json.loads(adapter_cfg.read_text())["base_model_name_or_path"])
+            model = PeftModel.from_pretrained(load_model(parent, dtype=cfg.model.torch_dtype), str(base_model))
+            tmp = output_dir / "base_merged.tmp"
+            model.merge_and_unload().save_pretrained(str(tmp))
+            m = cfg.model
+            load_processor(parent, min_pixels=m.min_pixels, max_pixels=m.max_pixels).save_pretrained(str(tmp))
+            tmp.rename(merged)
+    return merged
 
 
 def _logging_steps(max_steps: int | None) -> int:
@@ -143,9 +219,9 @@ def train(
     inputs: dict[str, Path] | None = None,
 ) -> dict[str, Any]:
     """Run one stage to completion (resuming from the last checkpoint) and return its result;
-    ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file)."""
+    ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file).
+    ``base_model`` may be a LoRA adapter folder (:func:`merged_base`)."""
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import SFTTrainer
 
     from guirl.models import load_model, load_processor, lora_config
@@ -159,12 +235,14 @@ def train(
         return json.loads(done.read_text())
     torch.manual_seed(cfg.seed)
     m = cfg.model
+    base_model = merged_base(cfg, Path(base_model), output_dir)
     processor = load_processor(base_model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
     model = load_model(
         base_model,
         dtype=m.torch_dtype,
         device="cpu" if cfg.runtime.device == "cpu" else None,
         attn_implementation=m.attn_implementation,
+        vision_attention=m.vision_attention,
     )
     model.train()
     records = build_records(cfg, stage, data_dir, inputs)
@@ -174,19 +252,19 @@ def train(
         peft = lora_config(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
     args = training_args(cfg, stage, output_dir)
     share = callback_from_env()  # side by side: take over the cores of a sibling stage that ended
+    resume, before = complete_checkpoint(output_dir)
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=processor,
         peft_config=peft,
-        callbacks=[share] if share is not None else None,
+        callbacks=[_mark_complete(before), *([share] if share is not None else [])],
     )
-    resume = get_last_checkpoint(str(output_dir)) if output_dir.exists() else None
     t0 = time.perf_counter()
     with compact_lm_head(cfg.runtime.compact_lm_head):
-        trainer.train(resume_from_checkpoint=resume)
-    seconds = time.perf_counter() - t0
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    seconds = before + time.perf_counter() - t0  # the resumed runs' training time included
     final = output_dir / FINAL_DIR
     trainer.save_model(str(final))
     if trainer.is_world_process_zero():
@@ -196,7 +274,7 @@ def train(
         "base_model": str(base_model),
         "final": str(final),
         "adapter": peft is not None,
-        "resumed_from": resume,
+        "resumed_from": str(resume) if resume is not None else None,
         "train_seconds": round(seconds, 2),
         "n_records": len(records),
         "log_history": trainer.state.log_history,

@@ -6,20 +6,35 @@ the format cannot express). ``project`` gives the action exactly as the format c
 it (scroll direction in the format's convention, points on the format's grid, fields the format
 cannot carry dropped or filled with the format's default), so that the round-trip property is
 ``parse(format(a), ctx).action == project(a, ctx)``.
+
+Parsers read untrusted model text, so every helper here runs in time linear in its input (no
+regular expression that rescans the rest of the text from each position). An error inside a
+parser that is not a reading failure (:class:`FormatFail`, :class:`ActionError`) is a bug: ``parse``
+logs its type and returns a failure, or re-raises it when :data:`RAISE_INTERNAL_ERRORS` is true
+(the test suite sets it; ``GUIRL_PARSER_RAISE=1`` sets it for a process).
 """
 
 from __future__ import annotations
 
 import abc
 import ast
+import json
+import logging
 import math
-import re
+import os
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from guirl.actions.coords import CoordKind, CoordSpace
 from guirl.actions.types import Action, ActionError, ActionType, ParseResult
 from guirl.imaging import PixelBudgetError, check_budget
+
+logger = logging.getLogger("guirl.actions.formats")
+
+#: Environment variable that makes :data:`RAISE_INTERNAL_ERRORS` true when set to ``1``.
+RAISE_ENV = "GUIRL_PARSER_RAISE"
+#: Re-raise a parser's internal errors instead of turning them into parse failures (module doc).
+RAISE_INTERNAL_ERRORS: bool = os.environ.get(RAISE_ENV) == "1"
 
 #: Reason used whenever a model coordinate falls outside the screen (public evaluators count
 #: such a prediction wrong, so parsers fail instead of clamping).
@@ -118,6 +133,15 @@ def number(v: Any, what: str) -> float:
     return f
 
 
+def to_float(text: str, what: str) -> float:
+    """``float(text)`` for a number matched in model text, :class:`FormatFail` when it is none
+    (a character class such as ``[-+0-9.eE]+`` also matches ``'-'`` or ``'1e'``)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise FormatFail(f"{what} {text[:40]!r} is not a number") from None
+
+
 def point_in(space: CoordSpace, v: Any, what: str = "point") -> tuple[float, float]:
     """``[x, y]`` (or a 4-number box ``[x1, y1, x2, y2]``, its centre) in ``space`` -> normalised."""
     if not isinstance(v, (list, tuple)) or len(v) not in (2, 4):
@@ -164,10 +188,47 @@ def direction_from_points(p: tuple[float, float], q: tuple[float, float]) -> str
     return "down" if dy > 0 else "up"
 
 
+def between(text: str, start: str, end: str) -> str | None:
+    """The text between the first ``start`` and the first ``end`` after it (not stripped), or
+    ``None``: what ``re.search(f"{start}(.*?){end}", text, re.DOTALL)`` captures, in linear time."""
+    i = text.find(start)
+    if i < 0:
+        return None
+    j = text.find(end, i + len(start))
+    return None if j < 0 else text[i + len(start) : j]
+
+
+def json_loads(text: str) -> Any:
+    """``json.loads``, raising ``json.JSONDecodeError`` for every text it cannot read: a number
+    too long to convert and nesting too deep are reading failures of model output, not bugs."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as e:
+        raise json.JSONDecodeError(f"{type(e).__name__}: {str(e)[:80]}", text, 0) from None
+
+
 def tag(text: str, name: str) -> str | None:
     """Content of the first ``<name>...</name>`` (stripped), or ``None``."""
-    m = re.search(rf"<{name}>(.*?)</{name}>", text, re.DOTALL)
-    return m.group(1).strip() if m else None
+    body = between(text, f"<{name}>", f"</{name}>")
+    return None if body is None else body.strip()
+
+
+def strip_fence(text: str, languages: tuple[str, ...] = ("json",)) -> str:
+    """``text`` without a leading code fence (three backticks, optionally one of ``languages``,
+    and the white space after it) and a trailing one (three backticks and the white space
+    before them): ``re.sub(r"^```(?:json)?\\s*|\\s*```$", "", text)`` for a ``text`` that
+    starts with the fence and has no trailing newline, in linear time."""
+    if not text.startswith("```"):
+        return text
+    rest = text[3:]
+    for lang in languages:
+        if rest.startswith(lang):
+            rest = rest[len(lang) :]
+            break
+    rest = rest.lstrip()
+    return rest[:-3].rstrip() if rest.endswith("```") else rest
 
 
 def py_call(src: str) -> tuple[str, list[Any], dict[str, Any]]:
@@ -253,6 +314,9 @@ class ActionFormat(abc.ABC):
         except PixelBudgetError:  # the caller's missing pixel budget, not the model's output
             raise
         except Exception as e:  # noqa: BLE001 - parsers of model output never raise
+            logger.warning("%s: internal parser error %s: %s", self.name, type(e).__name__, e)
+            if RAISE_INTERNAL_ERRORS:
+                raise
             return ParseResult.fail(
                 f"{self.name}: unexpected {type(e).__name__}: {e}", raw=text if isinstance(text, str) else ""
             )

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -54,9 +53,11 @@ from guirl.actions.formats._base import (
     FormatFail,
     check_direction,
     fmt_point,
+    json_loads,
     number,
     point_in,
     scroll_from_points,
+    strip_fence,
     text_arg,
 )
 from guirl.actions.types import Action, ActionType, ParseResult
@@ -83,12 +84,12 @@ CoordSpaceThousand = CoordSpace.thousand()
 def _extract_object(text: str) -> Any:
     s = text.strip()
     if s.startswith("```"):
-        s = re.sub(r"^```(?:json)?\s*|\s*```$", "", s)
+        s = strip_fence(s)
     i, j = s.find("{"), s.rfind("}")
     if i < 0 or j < i:
         raise FormatFail("no JSON object in output")
     try:
-        return json.loads(s[i : j + 1])
+        return json_loads(s[i : j + 1])
     except json.JSONDecodeError as e:
         raise FormatFail(f"malformed JSON: {e.msg} at char {e.pos}") from None
 
@@ -164,7 +165,7 @@ def _cosine_direction(p: tuple[float, float], q: tuple[float, float]) -> str | N
 def _as_run(text: str, *, paper: bool) -> Action:
     """The AgentCPM-GUI pipeline's reading (module docstring, strict reading)."""
     try:
-        d = json.loads(text)
+        d = json_loads(text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise FormatFail(f"not one JSON object (the pipeline uses json.loads on the whole output): {e}") from None
     why = schema_error(d, paper=paper)

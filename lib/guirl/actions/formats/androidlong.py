@@ -143,7 +143,7 @@ class AndroidLongFormat(ActionFormat):
                 m = _WAIT.match(str(dur))
                 if not m:
                     raise FormatFail(f"Wait duration must be like '2 seconds', got {dur!r}")
-                ms = int(round(float(m.group(1)) * 1000))
+                ms = int(round(number(float(m.group(1)), "wait") * 1000))
             a = Action(ActionType.WAIT, duration_ms=ms)
         else:
             raise FormatFail(f"unsupported do(action={act!r})")

@@ -43,20 +43,24 @@ r"""CES (Coordinator-Executor-State tracker) outputs.
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
 
+import guirl.actions.formats._base as _base
 from guirl.actions.formats._base import (
     ActionFormat,
     FormatContext,
     FormatFail,
+    between,
     check_direction,
     number,
     point_in,
     tag,
     text_arg,
+    to_float,
 )
 from guirl.actions.types import COORDINATE_TYPES, Action, ActionType, ParseResult
 
@@ -113,7 +117,7 @@ def _word_action(word: str, arg: str, ctx: FormatContext) -> Action:
         m = re.fullmatch(r"[\(\[]\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*[\)\]]", arg)
         if not m:
             raise FormatFail(f"{word} needs '(x, y)', got {arg[:40]!r}")
-        p = point_in(ctx.space("resized"), [float(m.group(1)), float(m.group(2))])
+        p = point_in(ctx.space("resized"), [to_float(m.group(1), "point"), to_float(m.group(2), "point")])
         return Action(ActionType.CLICK if word == "CLICK" else ActionType.LONG_PRESS, point=p)
     if word == "SCROLL":
         return Action(ActionType.SCROLL, direction=check_direction(arg), convention="content")  # type: ignore[arg-type]
@@ -231,23 +235,98 @@ class CESExecutorFormat(ActionFormat):
         return f"{head}<answer>{ans}</answer>"
 
 
-_ANSWER_CALL = re.compile(r"^[\s\S]*?<answer>\s*(?P<name>[a-z_]+)\((?P<params>.*?)\)\s*</answer>\s*$", re.MULTILINE)
-_PARAM = re.compile(r"(\w+)\s*=\s*('(?:\\.|[^'])*')")
+_SPACE = re.compile(r"\s*")
+_CALL_NAME = re.compile(r"[a-z_]+")
+_ANSWER_END = "</answer>"
+
+
+def _positions(text: str, char: str) -> list[int]:
+    """Every index of ``char`` in ``text``, in order."""
+    out, i = [], text.find(char)
+    while i >= 0:
+        out.append(i)
+        i = text.find(char, i + 1)
+    return out
+
+
+def _line_end(newlines: list[int], i: int, n: int) -> int:
+    """Index of the first newline at or after ``i`` (``n`` when none); ``newlines`` sorted."""
+    k = bisect.bisect_left(newlines, i)
+    return newlines[k] if k < len(newlines) else n
+
+
+def _answer_closes(text: str) -> list[int]:
+    """Indices of every ``)`` that ``\\)\\s*</answer>\\s*$`` (MULTILINE) matches at: white space,
+    ``</answer>``, then white space holding a newline or reaching the end."""
+    out = []
+    for k in _positions(text, ")"):
+        j = _SPACE.match(text, k + 1).end()  # type: ignore[union-attr]
+        if text.startswith(_ANSWER_END, j):
+            e = _SPACE.match(text, j + len(_ANSWER_END)).end()  # type: ignore[union-attr]
+            if e == len(text) or "\n" in text[j + len(_ANSWER_END) : e]:
+                out.append(k)
+    return out
 
 
 def extract_answer_action(text: str) -> tuple[str | None, str | None]:
     """CES ``extract_answer_action``: ``(name, params)`` of the ``<answer>name(params)</answer>``
-    that ends a line of ``text`` (``(None, None)`` when there is none)."""
-    m = _ANSWER_CALL.match(text)
-    if not m:
-        return None, None
-    return m.group("name"), m.group("params").strip()
+    that ends a line of ``text`` (``(None, None)`` when there is none).
+
+    The captures of CES's ``re.match(r"^[\\s\\S]*?<answer>\\s*(?P<name>[a-z_]+)\\((?P<params>.*?)\\)\\s*</answer>\\s*$",
+    text, re.MULTILINE)`` (params stripped), found in linear time: the first ``<answer>`` whose
+    call has a closing ``)`` on its line that ends the answer."""
+    closes, newlines = _answer_closes(text), _positions(text, "\n")
+    p = text.find("<answer>")
+    while p >= 0:
+        name = _CALL_NAME.match(text, _SPACE.match(text, p + len("<answer>")).end())  # type: ignore[union-attr]
+        if name is not None and text.startswith("(", name.end()):
+            start = name.end() + 1
+            k = bisect.bisect_left(closes, start)
+            if k < len(closes) and closes[k] < _line_end(newlines, start, len(text)):
+                return name.group(), text[start : closes[k]].strip()
+        p = text.find("<answer>", p + 1)
+    return None, None
+
+
+def _quoted_end(text: str, i: int, last_quote: int) -> int:
+    """End index (the closing ``'``) of ``'(?:\\\\.|[^'])*'`` whose body starts at ``i``, as the
+    regular expression's backtracking finds it: an escape (a backslash and the next character but
+    a newline) is taken whenever a quote remains after it; ``i <= last_quote`` (the last ``'``)."""
+    while text[i] != "'":
+        escape = text[i] == "\\" and i + 1 < len(text) and text[i + 1] != "\n" and i + 2 <= last_quote
+        i += 2 if escape else 1
+    return i
+
+
+def _param_pairs(params: str) -> list[tuple[str, str]]:
+    """``re.findall(r"(\\w+)\\s*=\\s*('(?:\\\\.|[^'])*')", params)`` (CES ``parse_params``) in linear
+    time: the regular expression rescans every word from each of its letters, and its quoted
+    part backtracks exponentially on backslashes."""
+    out: list[tuple[str, str]] = []
+    last_quote, pos = params.rfind("'"), 0
+    eq = params.find("=")
+    while eq >= 0:
+        k = eq
+        while k > pos and params[k - 1].isspace():
+            k -= 1
+        w = k
+        while w > pos and (params[w - 1].isalnum() or params[w - 1] == "_"):
+            w -= 1
+        q = _SPACE.match(params, eq + 1).end()  # type: ignore[union-attr]
+        if w < k and q < last_quote and params[q] == "'":
+            end = _quoted_end(params, q + 1, last_quote)
+            out.append((params[w:k], params[q : end + 1]))
+            pos = end + 1
+            eq = params.find("=", pos)
+        else:
+            eq = params.find("=", eq + 1)
+    return out
 
 
 def parse_params(params: str) -> dict[str, Any]:
     """CES ``parse_params``: ``key='value'`` pairs; each value a Python literal, else its text."""
     out: dict[str, Any] = {}
-    for key, raw in _PARAM.findall(params.strip()):
+    for key, raw in _param_pairs(params.strip()):
         try:
             out[key] = ast.literal_eval(raw)
         except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
@@ -306,7 +385,7 @@ def ces_call_action(name: str, params: dict[str, Any], ctx: FormatContext) -> Ac
 
 _GUIR1_ACTION = re.compile(r"'action':\s*'(\w+)'")
 _GUIR1_TEXT = re.compile(r"'input_text':\s*'(.*?)'")
-_GUIR1_COORD = re.compile(r"\{.*\[(\d+),\s*(\d+)]\s*.*\}")
+_GUIR1_BRACKET = re.compile(r"\[(\d+),\s*(\d+)]")
 _GUIR1_TYPES = {
     "click": ActionType.CLICK,
     "long_press": ActionType.LONG_PRESS,
@@ -322,18 +401,48 @@ _GUIR1_TYPES = {
 }
 
 
+def _line_of(text: str, i: int) -> tuple[int, int, int, int]:
+    """``(start, end, first "{", last "}")`` of the line holding index ``i`` (end: its newline or
+    the end of the text; -1 when the line has no such brace)."""
+    start = text.rfind("\n", 0, i) + 1
+    end = text.find("\n", i)
+    end = len(text) if end < 0 else end
+    return start, end, text.find("{", start, end), text.rfind("}", start, end)
+
+
+def _guir1_coord(body: str) -> tuple[str, str] | None:
+    """The groups of GUI-R1's ``re.search(r"\\{.*\\[(\\d+),\\s*(\\d+)]\\s*.*\\}", body)`` in linear
+    time: on the first line holding a ``{`` followed by a ``[int, int]`` that a ``}`` follows (on
+    the line where the white space after ``]`` ends), the last such ``[int, int]`` of that line."""
+    found: tuple[int, re.Match[str]] | None = None  # (end of its line, last match on that line)
+    line: tuple[int, int, int, int] | None = None  # the line of the bracket being read
+    for m in _GUIR1_BRACKET.finditer(body):
+        if found is not None and m.start() > found[0]:
+            break
+        if line is None or m.start() > line[1]:
+            line = _line_of(body, m.start())
+        w = _SPACE.match(body, m.end()).end()  # type: ignore[union-attr]
+        tail = line if w <= line[1] else _line_of(body, w)
+        if 0 <= line[2] < m.start() and tail[3] >= w:
+            found = (line[1], m)
+    return None if found is None else (found[1].group(1), found[1].group(2))
+
+
 def _guir1_action(text: str, ctx: FormatContext) -> Action:
     """GUI-R1's extraction (module docstring, pipeline ``"guir1"``)."""
-    m = re.search(r"<answer>(.*?)</answer>", text, re.DOTALL)
+    answer = between(text, "<answer>", "</answer>")
     word, inp, coord = None, NO_TEXT, (0, 0)
-    if m:
-        body = m.group(1).strip()
+    if answer is not None:
+        body = answer.strip()
         a = _GUIR1_ACTION.search(body)
         word = a.group(1) if a else None
         t = _GUIR1_TEXT.search(body)
         inp = t.group(1) if t else NO_TEXT
-        c = _GUIR1_COORD.search(body)
-        coord = (int(c.group(1)), int(c.group(2))) if c else (0, 0)
+        c = _guir1_coord(body)
+        try:
+            coord = (int(c[0]), int(c[1])) if c else (0, 0)
+        except ValueError:  # more digits than int() converts: GUI-R1's int() raises as well
+            raise FormatFail("the point has more digits than int() converts") from None
     sp = ctx.space("resized")
     point = sp.to_norm(*coord)  # x * (W / W_r) / W: the scaled pixel point, normalised
     extra = {"action_word": word}
@@ -378,7 +487,10 @@ def parse_think_answer(text: str, role: str = "ces") -> TextResult:
         if not ans:
             return TextResult(None, f"{role}: empty <answer>", thought, text)
         return TextResult(ans, "", thought, text)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the same policy as ActionFormat.parse (guirl.actions.formats._base)
+        _base.logger.warning("%s: internal parser error %s: %s", role, type(e).__name__, e)
+        if _base.RAISE_INTERNAL_ERRORS:
+            raise
         return TextResult(None, f"{role}: unexpected {type(e).__name__}: {e}", None, "")
 
 

@@ -32,7 +32,15 @@ import json
 from functools import cmp_to_key
 from typing import Any
 
-from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, number, text_arg
+from guirl.actions.formats._base import (
+    ActionFormat,
+    FormatContext,
+    FormatFail,
+    check_direction,
+    json_loads,
+    number,
+    text_arg,
+)
 from guirl.actions.types import Action, ActionType, ParseResult
 
 _TYPES = ("click", "scroll", "type", "press", "stop")
@@ -53,7 +61,7 @@ def json_parser(text: str) -> Any:
             s = s.split(fence)[1]
     if "```" in s:
         s = s.split("```")[0]
-    return json.loads(s)
+    return json_loads(s)
 
 
 def stored_prediction(text: str) -> dict[str, Any]:

@@ -38,8 +38,10 @@ from guirl.actions.formats._base import (
     FormatContext,
     FormatFail,
     check_direction,
+    json_loads,
     point_in,
     tag,
+    to_float,
 )
 from guirl.actions.types import Action, ActionError, ActionType, ParseResult
 
@@ -190,7 +192,7 @@ class CoEPGGrounderFormat(ActionFormat):
         sp = ctx.space("resized")
         if s.startswith("{"):
             try:
-                d = json.loads(s)
+                d = json_loads(s)
             except json.JSONDecodeError as e:
                 raise FormatFail(f"malformed JSON: {e.msg}") from None
             if not isinstance(d, dict) or "point_2d" not in d:
@@ -199,7 +201,12 @@ class CoEPGGrounderFormat(ActionFormat):
         m = re.fullmatch(r"[\(\[]\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*[\)\]]", s)
         if not m:
             raise FormatFail(f"expected a point '(x, y)', got {s[:60]!r}")
-        return self._ok(Action(ActionType.CLICK, point=point_in(sp, [float(m.group(1)), float(m.group(2))])), text)
+        return self._ok(
+            Action(
+                ActionType.CLICK, point=point_in(sp, [to_float(m.group(1), "point"), to_float(m.group(2), "point")])
+            ),
+            text,
+        )
 
     def _format(self, action: Action, ctx: FormatContext, thought: str | None) -> str:
         x, y = ctx.space("resized").from_norm(action.point)  # type: ignore[arg-type]

@@ -30,7 +30,6 @@ Round-trip tolerance: half a resized pixel per axis, ``0.5 / min(W_r, H_r)``.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from guirl.actions.formats._base import (
@@ -39,9 +38,11 @@ from guirl.actions.formats._base import (
     FormatFail,
     check_direction,
     fmt_point,
+    json_loads,
     number,
     point_in,
     scroll_from_points,
+    strip_fence,
     tag,
     text_arg,
 )
@@ -209,9 +210,9 @@ def _ms_to_seconds(ms: int) -> float | int:
 def _json_object(body: str, where: str) -> Any:
     body = body.strip()
     if body.startswith("```"):
-        body = re.sub(r"^```(?:json)?\s*|\s*```$", "", body)
+        body = strip_fence(body)
     try:
-        return json.loads(body)
+        return json_loads(body)
     except json.JSONDecodeError as e:
         raise FormatFail(f"malformed JSON in {where}: {e.msg} at char {e.pos}") from None
 

@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from typing import Any
 
-from guirl.actions.formats._base import FormatContext, FormatFail
+from guirl.actions.formats._base import FormatContext, FormatFail, between, json_loads, tag
 from guirl.actions.types import Action, ActionType
 
 PIPELINES = ("uis1", "ccpo_androidcontrol", "ccpo_guiodyssey", "ccpo_mind2web", "ccpo_aitw")
@@ -52,8 +51,7 @@ _DIRECTIONLESS = {"direction_stated": False}
 
 def first_tag(text: str, name: str) -> str | None:
     """``parse_tags``: the stripped content of the first ``<name>...</name>``, or ``None``."""
-    m = re.search(rf"<{name}>(.*?)</{name}>", text, re.DOTALL)
-    return m.group(1).strip() if m else None
+    return tag(text, name)
 
 
 def _pair(v: Any, what: str) -> tuple[float, float]:
@@ -98,7 +96,7 @@ def _json_dict(body: str | None) -> dict:
     if not body:
         return {}
     try:
-        d = json.loads(body)
+        d = json_loads(body)
     except (json.JSONDecodeError, RecursionError):
         return {}
     return d if isinstance(d, dict) else {}
@@ -110,7 +108,7 @@ def read_uis1(text: str, ctx: FormatContext) -> Action:
     if body is None:
         raise FormatFail("no <action>...</action> block (parse_response raises)")
     try:
-        d = json.loads(body)
+        d = json_loads(body)
     except (json.JSONDecodeError, RecursionError) as e:
         raise FormatFail(f"json.loads fails on the <action> block ({e})") from None
     if not isinstance(d, dict):
@@ -277,20 +275,20 @@ def read_ccpo_mind2web(text: str, ctx: FormatContext) -> Action:
 def _aitw_dict(text: str) -> Any:
     if not text or text.strip() == "":
         return None
-    m = re.search(r"<action>(.*?)</action>", text, re.DOTALL)
-    if m:
-        content = m.group(1).strip()
+    body = between(text, "<action>", "</action>")
+    if body is not None:
+        content = body.strip()
         if content == "null":
             return None
         try:
-            return json.loads(content)
+            return json_loads(content)
         except json.JSONDecodeError:
             try:
                 return ast.literal_eval(content)
             except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
                 return None
     try:
-        return json.loads(text)
+        return json_loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None
 

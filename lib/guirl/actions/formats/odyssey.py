@@ -27,7 +27,15 @@ from __future__ import annotations
 import ast
 import re
 
-from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, number, point_in
+from guirl.actions.formats._base import (
+    ActionFormat,
+    FormatContext,
+    FormatFail,
+    check_direction,
+    number,
+    point_in,
+    to_float,
+)
 from guirl.actions.types import Action, ActionType, ParseResult
 
 _PT = re.compile(r"^(CLICK|LONG_PRESS):?\s*\(\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eE]+)\s*\)$")
@@ -91,7 +99,7 @@ class OdysseyFormat(ActionFormat):
             raise FormatFail("empty output")
         m = _PT.match(s)
         if m:
-            p = point_in(ctx.space("thousand"), [float(m.group(2)), float(m.group(3))])
+            p = point_in(ctx.space("thousand"), [to_float(m.group(2), "point"), to_float(m.group(3), "point")])
             t = ActionType.CLICK if m.group(1) == "CLICK" else ActionType.LONG_PRESS
             return self._ok(Action(t, point=p), text)
         if s.startswith(("CLICK", "LONG_PRESS")):

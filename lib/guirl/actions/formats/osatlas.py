@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, point_in
+from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, check_direction, point_in, to_float
 from guirl.actions.types import Action, ActionType, ParseResult
 
 _KIND = re.compile(r"^(LONG_PRESS|CLICK|TYPE|SCROLL|PRESS_BACK|PRESS_HOME|PRESS_RECENT|COMPLETE|WAIT|OPEN_APP)\b")
@@ -83,7 +83,7 @@ class OSAtlasFormat(ActionFormat):
             pm = _POINT.match(rest)
             if not pm:
                 raise FormatFail(f"{kind} needs <point>[[x, y]]</point>, got {rest[:60]!r}")
-            p = point_in(ctx.space("thousand"), [float(pm.group(1)), float(pm.group(2))])
+            p = point_in(ctx.space("thousand"), [to_float(pm.group(1), "point"), to_float(pm.group(2), "point")])
             a = Action(ActionType.CLICK if kind == "CLICK" else ActionType.LONG_PRESS, point=p)
         elif kind == "TYPE":
             a = Action(ActionType.TYPE, text=_bracket(rest, "TYPE"))

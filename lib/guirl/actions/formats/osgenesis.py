@@ -29,18 +29,31 @@ from guirl.actions.formats._base import (
     FormatContext,
     FormatFail,
     check_direction,
+    json_loads,
     point_in,
     text_arg,
 )
 from guirl.actions.types import Action, ActionType, ParseResult
 
-_ACTION = re.compile(r"action:\s*(\{.*\})", re.IGNORECASE | re.DOTALL)
+_ACTION_OPEN = re.compile(r"action:\s*\{", re.IGNORECASE)
+
+
+def action_object(text: str) -> tuple[int, str] | None:
+    r"""``(start, object text)`` of the ``action: {...}`` of ``text``, or ``None``: the object runs
+    from the first ``action: {`` to the last ``}``. What the last match of
+    ``re.finditer(r"action:\s*(\{.*\})", text, re.IGNORECASE | re.DOTALL)`` captures (there is at
+    most one: the greedy ``.*`` reaches the last ``}``), in linear time."""
+    m = _ACTION_OPEN.search(text)
+    last = text.rfind("}")
+    if m is None or last < m.end():
+        return None
+    return m.start(), text[m.end() - 1 : last + 1]
 
 
 def _decode(body: str) -> Any:
     """JSON, else a Python literal (single-quoted dicts), else :class:`FormatFail`."""
     try:
-        return json.loads(body)
+        return json_loads(body)
     except json.JSONDecodeError:
         return _literal(body)
 
@@ -80,13 +93,12 @@ class OSGenesisFormat(ActionFormat):
         return None
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
-        ms = list(_ACTION.finditer(text))
-        if not ms:
+        found = action_object(text)
+        if found is None:
             raise FormatFail("no 'action: {...}' in output")
-        m = ms[-1]
-        head = text[: m.start()].strip()
+        head = text[: found[0]].strip()
         thought = re.sub(r"^(low-level\s+)?thought:\s*", "", head, flags=re.IGNORECASE).strip() or None
-        d = _decode(m.group(1))
+        d = _decode(found[1])
         if not isinstance(d, dict):
             raise FormatFail("action must be a JSON object")
         kind = d.get("action_type")

@@ -23,10 +23,18 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from typing import Any
 
-from guirl.actions.formats._base import ActionFormat, FormatContext, FormatFail, fmt_point, number, point_in
+from guirl.actions.formats._base import (
+    ActionFormat,
+    FormatContext,
+    FormatFail,
+    fmt_point,
+    json_loads,
+    number,
+    point_in,
+    strip_fence,
+)
 from guirl.actions.types import Action, ActionError, ActionType, ParseResult
 
 _CODES = {"4": ActionType.CLICK, "3": ActionType.TYPE, "2": ActionType.SELECT}
@@ -37,7 +45,7 @@ def _literal(text: str, strict: bool) -> Any:
     s = text.strip() if not strict else text
     if not strict:
         if s.startswith("```"):
-            s = re.sub(r"^```(?:json|python)?\s*|\s*```$", "", s)
+            s = strip_fence(s, ("json", "python"))
         i, j = s.find("{"), s.rfind("}")
         if i >= 0 and j > i:
             s = s[i : j + 1]
@@ -47,7 +55,7 @@ def _literal(text: str, strict: bool) -> Any:
         if strict:
             raise FormatFail(f"not a Python literal (the loop uses ast.literal_eval): {text[:80]!r}") from None
     try:
-        return json.loads(s)
+        return json_loads(s)
     except json.JSONDecodeError:
         raise FormatFail(f"not a SeeClick action dict: {text[:80]!r}") from None
 

@@ -41,6 +41,7 @@ from guirl.actions.formats._base import (
     py_str,
     scroll_from_points,
     text_arg,
+    to_float,
 )
 from guirl.actions.types import Action, ActionType, ParseResult
 
@@ -54,9 +55,9 @@ def parse_box(s: object, ctx: FormatContext, what: str = "start_box") -> tuple[f
         raise FormatFail(f"{what} must be a string like '(x,y)', got {s!r}")
     pm = re.fullmatch(r"\s*<point>\s*([-+0-9.eE]+)[\s,]+([-+0-9.eE]+)\s*</point>\s*", s)
     if pm:
-        return point_in(ctx.space("thousand"), [float(pm.group(1)), float(pm.group(2))], what)
+        return point_in(ctx.space("thousand"), [to_float(pm.group(1), what), to_float(pm.group(2), what)], what)
     inner = s.replace("<|box_start|>", "").replace("<|box_end|>", "").strip()
-    if not re.fullmatch(r"[\(\[]\s*[^()\[\]]*[\)\]]", inner):
+    if not re.fullmatch(r"[\(\[][^()\[\]]*[\)\]]", inner):
         raise FormatFail(f"{what} must look like '(x,y)', got {s!r}")
     nums = [float(m) for m in _BOX.findall(inner)]
     return point_in(ctx.space("thousand"), nums, what)
@@ -90,10 +91,11 @@ class UITarsFormat(ActionFormat):
 
     def _parse(self, text: str, ctx: FormatContext) -> ParseResult:
         thought = None
-        m = re.search(r"Thought:(.*?)(?=\n\s*(?:Action|Reflection|Action_Summary):|\Z)", text, re.DOTALL)
+        # white space that stops at a newline: the same thought after strip(), in linear time
+        m = re.search(r"Thought:(.*?)(?=\n[^\S\n]*(?:Action|Reflection|Action_Summary):|\Z)", text, re.DOTALL)
         if m:
             thought = m.group(1).strip()
-        am = re.search(r"^\s*Action:", text, re.MULTILINE)
+        am = re.search(r"^[^\S\n]*Action:", text, re.MULTILINE)  # the same end as ^\s*Action:
         call = (text[am.end() :] if am else text).strip()
         if not call:
             raise FormatFail("empty action")
@@ -107,7 +109,7 @@ class UITarsFormat(ActionFormat):
             t = kw.get("time", "")
             ms = None
             if t not in ("", None):
-                ms = int(round(number(float(t) if isinstance(t, str) else t, "time")))
+                ms = int(round(number(to_float(t, "time") if isinstance(t, str) else t, "time")))
                 if ms < 0:
                     raise FormatFail(f"time must be >= 0 ms, got {t!r}")
             a = Action(ActionType.LONG_PRESS, point=parse_box(kw.get(box_kw), ctx, box_kw), duration_ms=ms)

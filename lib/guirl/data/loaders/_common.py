@@ -11,7 +11,10 @@ Every loader turns one public dataset format (``docs/dataset-formats.md``) into
 
 Bad input raises :class:`DatasetFormatError` naming the file, the record (episode id, line or
 row) and the key. With ``skip_bad=True`` the loader records ``(file, record, reason)`` in
-:attr:`LoadResult.skipped` instead, and :func:`report_skipped` emits a one-line warning.
+:attr:`LoadResult.skipped` instead, and :func:`report_skipped` emits a one-line warning. Bytes that
+are not UTF-8 text are a bad record of their own (a JSONL line, a JSON file), never the end of
+the load. Every loaded episode has at least one step and positive screen sizes
+(:func:`check_episode`, run by :func:`collect`).
 
 Adjustments: where a loader changes a value to make a record fit the schema (an element box a
 few pixels off the screen clipped to it, a screenshot path remapped under ``image_root``), it
@@ -114,7 +117,10 @@ def collect(
     for ctx, build in items:
         n0 = len(ctx.adjustments)
         try:
-            result.append(build())
+            item = build()
+            if isinstance(item, Episode):
+                check_episode(ctx, item)
+            result.append(item)
             if adjusted is not None:
                 adjusted.extend(ctx.adjustments[n0:])
         except DatasetFormatError as e:
@@ -126,6 +132,25 @@ def collect(
             if not skip_bad:
                 raise err from e
             skipped.append((err.file, err.record, err.problem))
+
+
+def screen_size(ctx: Ctx, key: str, w: Any, h: Any) -> tuple[int, int]:
+    """``(w, h)`` as a screen size in pixels: whole numbers greater than zero, else an error
+    naming ``key`` (GUI-Odyssey has records with a -1080 x 0 device)."""
+    if isinstance(w, bool) or isinstance(h, bool) or not all(isinstance(v, (int, float)) for v in (w, h)):
+        raise ctx.error(key, f"screen size {w!r} x {h!r} is not two numbers")
+    if not (math.isfinite(w) and math.isfinite(h) and int(w) == w and int(h) == h and w > 0 and h > 0):
+        raise ctx.error(key, f"screen size {w!r} x {h!r} is impossible: width and height must be whole pixels > 0")
+    return int(w), int(h)
+
+
+def check_episode(ctx: Ctx, ep: Episode) -> None:
+    """Reject an episode that no model could be trained or scored on: no steps, or a step whose
+    screen size is not positive (:func:`screen_size`)."""
+    if not ep.steps:
+        raise ctx.error("steps", "the episode has no steps")
+    for i, s in enumerate(ep.steps):
+        screen_size(ctx.sub(f"step {i}"), "screen_size", *s.screen_size)
 
 
 def report_skipped(name: str, result: LoadResult) -> LoadResult:
@@ -203,7 +228,7 @@ def numbers(ctx: Ctx, key: str, v: Any, n: int | None = None) -> list[float]:
 def json_value(ctx: Ctx, key: str, v: Any) -> Any:
     """Decode a JSON string (bytes accepted); non-strings are returned unchanged."""
     if isinstance(v, bytes):
-        v = v.decode("utf-8")
+        v = as_str(ctx, key, v)
     if not isinstance(v, str):
         return v
     try:
@@ -398,18 +423,21 @@ def list_files(path: str | Path, patterns: Sequence[str], what: str) -> list[Pat
 
 
 def as_str(ctx: Ctx, key: str, v: Any) -> str:
+    """``v`` as text: a string, or bytes decoded as UTF-8 (an error naming the first bad byte)."""
     if isinstance(v, bytes):
         try:
             return v.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ctx.error(key, "bytes are not UTF-8 text") from None
+        except UnicodeDecodeError as e:
+            raise ctx.error(key, f"not UTF-8 text: byte 0x{e.object[e.start]:02x} at column {e.start + 1}") from None
     if not isinstance(v, str):
         raise ctx.error(key, f"expected a string, got {type(v).__name__} {v!r:.80}")
     return v
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with path.open(encoding="utf-8") as f:
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of every non-blank line of ``path``. Lines stay bytes: each
+    record decodes its own (:func:`json_value`), so a bad byte costs that record only."""
+    with path.open("rb") as f:
         for i, line in enumerate(f, start=1):
             if line.strip():
                 yield i, line

@@ -30,6 +30,7 @@ from guirl.data.loaders._common import (
     read_json_file,
     report_skipped,
     req,
+    screen_size,
 )
 from guirl.data.schema import Episode, Step
 
@@ -105,7 +106,7 @@ def _episode(ctx: Ctx, d: Any, split: str, screenshot_subdir: str) -> Episode:
     eid = str(req(ctx, d, "episode_id", (str, int)))
     ctx = Ctx(ctx.file, f"episode {eid}")
     dev = req(ctx, d, "device_info", dict)
-    w, h = req(ctx, dev, "w", int), req(ctx, dev, "h", int)
+    w, h = screen_size(ctx, "device_info", req(ctx, dev, "w", int), req(ctx, dev, "h", int))
     task = req(ctx, d, "task_info", dict)
     raw_steps = req(ctx, d, "steps", list)
     n = req(ctx, d, "step_length", int)

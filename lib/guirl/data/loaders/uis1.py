@@ -15,7 +15,7 @@ step_instruction, check_options: {..., candidate_bbox}}]}``. Three vocabularies 
   ``CLICK`` / ``LONG_PRESS`` (``coordinate``), ``SCROLL`` (``coordinate`` -> ``coordinate2``,
   ``direction``), ``TYPE`` (``text``), ``PRESS_HOME`` / ``PRESS_BACK`` / ``PRESS_RECENT``,
   ``COMPLETE``, ``IMPOSSIBLE``;
-* ``"mind2web"`` (CCPO's ``mind2web_test.jsonl``): ``click``, ``hover``, ``type`` (``text``),
+* ``"mind2web"`` (CCPO's ``mind2web_test.jsonl``): ``click``, ``hover``, ``type`` (``value``),
   ``select`` (``value``), ``enter`` in page pixels; each step has ``img_size`` as
   ``[height, width]``.
 
@@ -32,7 +32,8 @@ are kept as stored (evaluators such as CCPO's compare them), the direction comes
 contradicts the stated direction is counted as an adjustment.
 
 Units: points and boxes normalised by the screen size: ``img_size`` when the record has it, else
-the screenshot file's size (``screen_size=`` overrides both). ``candidate_bbox`` is one
+the screenshot file's size (``screen_size=`` overrides both). The screenshot must exist whichever
+gives the size. ``candidate_bbox`` is one
 ``[x1, y1, x2, y2]`` box or a list of them; boxes reaching past the screen are clipped and
 counted (``off_screen``); ``target_box`` = the smallest candidate containing the click point.
 
@@ -65,6 +66,7 @@ from guirl.data.loaders._common import (
     report_skipped,
     req,
     screen_box,
+    screen_size as checked_size,
     smallest_containing,
 )
 from guirl.data.schema import Episode, Step
@@ -199,8 +201,8 @@ def _m2w_action(ctx: Ctx, a: dict, kind: str, w: int, h: int) -> Action:
         return Action(ActionType.HOVER, point=pt)
     if kind == "enter":
         return Action(ActionType.PRESS, key="enter", point=pt)
-    if kind == "type":
-        return Action(ActionType.TYPE, point=pt, text=req(ctx, a, "text", str))
+    if kind == "type":  # CCPO's converter writes the typed text as ``value``, as for select
+        return Action(ActionType.TYPE, point=pt, text=req(ctx, a, "value", str))
     if kind == "select":
         return Action(ActionType.SELECT, point=pt, text=req(ctx, a, "value", str))
     raise ctx.error("action", f"unknown Mind2Web action {kind!r}; expected click, hover, type, select, enter")
@@ -265,12 +267,16 @@ def step_from_std(
 
 
 def _screen(ctx: Ctx, s: dict, shot: str, root: Path, screen_size: tuple[int, int] | None) -> tuple[int, int]:
+    """The step's screen size: ``screen_size``, the record's ``img_size`` or the screenshot's;
+    the screenshot must exist in every case."""
+    if screen_size is None and s.get("img_size") is None:
+        return image_size(ctx, "screenshot", root / shot)
+    if not (root / shot).is_file():
+        raise ctx.error("screenshot", f"screenshot file {root / shot} does not exist")
     if screen_size is not None:
         return screen_size
-    if s.get("img_size") is not None:  # CCPO's Mind2Web file: [height, width]
-        hh, ww = numbers(ctx, "img_size", s["img_size"], 2)
-        return int(ww), int(hh)
-    return image_size(ctx, "screenshot", root / shot)
+    hh, ww = numbers(ctx, "img_size", s["img_size"], 2)  # CCPO's Mind2Web file: [height, width]
+    return checked_size(ctx, "img_size", ww, hh)
 
 
 def _episode(

@@ -70,7 +70,9 @@ METRICS = ("TM", "GR", "SR")
 #: from the seeds that draw the training and test tasks.
 ONLINE_TASK_SEED_OFFSET = 1000
 #: Columns of the per-episode online rows (``online_episodes.jsonl``), after ``run``; ``actions``: the
-#: parsed actions the agent played, in order (``Action.to_dict``), so a failure can be read back.
+#: parsed actions the agent played, in order (``Action.to_dict``), so a failure can be read back;
+#: ``stopped`` / ``trace``: whether the agent ended the episode itself and what each turn did
+#: (:func:`guirl.rollout.play_online`), which AndroidLong's error taxonomy reads.
 ONLINE_EPISODE_COLUMNS = (
     "task_id",
     "category",
@@ -80,6 +82,8 @@ ONLINE_EPISODE_COLUMNS = (
     "n_unparsable",
     "n_invalid",
     "actions",
+    "stopped",
+    "trace",
 )
 
 
@@ -160,51 +164,38 @@ def evaluate_offline(
             max_pixels=max_pixels,
             max_steps=max_steps,
         )
-        return [
-            {
-                **prediction_record(
-                    model=model_name,
-                    split=split,
-                    history=spec.tag,
-                    episode=a.episode,
-                    t=a.t,
-                    output=a.step.text,
-                    output_format=policy.output_format,
-                    protocol=protocol,
-                    min_pixels=min_pixels,
-                    max_pixels=max_pixels,
-                ),
-                **extra,
-            }
-            for a in answered
-        ]
-    items = step_prompts(
-        episodes,
-        spec,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
-        image_root=image_root,
-        max_steps=max_steps,
-        history_builder=history_builder,
-    )
-    answers = policy.complete([it.prompt for it in items])
+        outputs = [(a.episode, a.t, a.step.text) for a in answered]
+        output_format = policy.output_format
+    else:
+        items = step_prompts(
+            episodes,
+            spec,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            image_root=image_root,
+            max_steps=max_steps,
+            history_builder=history_builder,
+        )
+        answers = policy.complete([it.prompt for it in items])
+        outputs = [(it.episode, it.t, completions[0].text) for it, completions in zip(items, answers)]
+        output_format = spec.output_format
     return [
         {
             **prediction_record(
                 model=model_name,
                 split=split,
                 history=spec.tag,
-                episode=it.episode,
-                t=it.t,
-                output=completions[0].text,
-                output_format=spec.output_format,
+                episode=episode,
+                t=t,
+                output=text,
+                output_format=output_format,
                 protocol=protocol,
                 min_pixels=min_pixels,
                 max_pixels=max_pixels,
             ),
             **extra,
         }
-        for it, completions in zip(items, answers)
+        for episode, t, text in outputs
     ]
 
 
