@@ -680,7 +680,7 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     assert (
         {"data", "grounding", "sft", "eval", "rl"}
         <= changed
-        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong"}
+        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg"}
     )
     assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
         "ccpo.ablation_group_sizes"

@@ -32,9 +32,8 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("coepg.max_pixels", 802816),  # App. B: at most 1024 x 28 x 28 pixels
         ("coepg.sft.batch_size", 96),  # App. B: planner SFT batch 96
         ("coepg.sft.learning_rate", 1e-6),  # App. B
-        ("coepg.sft.weight_decay", 0.05),  # App. B
         ("coepg.sft.epochs", 3),  # App. B
-        ("coepg.sft.zero_stage", 3),  # App. B: ZeRO-3
+        ("coepg.sft.lr_scheduler_type", "cosine"),  # App. B: warm-up, then cosine decay
         ("coepg.grpo.group_size", 7),  # App. B: 7 rollouts per group
         ("coepg.grpo.temperature", 0.9),  # App. B
         ("coepg.grpo.learning_rate", 5e-7),  # App. B
@@ -42,7 +41,11 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("coepg.grpo.beta", 0.01),  # App. B: KL coefficient
         ("coepg.grpo.clip", 0.2),  # App. B: clip ratio
         ("coepg.grpo.priors", (1.0, 1.0, 2.0)),  # App. B-C: 72B : 32B : phi_k
-        ("coepg.androidcontrol_eval_steps", 500),  # App. A: 500 sampled step-actions
+        ("coepg.eval_steps", 500),  # App. A: 500 sampled step-actions
+        ("coepg.iterations", 3),  # Sec. 5.4: three iterations
+        ("coepg.pool_size", 2),  # Sec. 4.2: the latest two planners and grounders
+        ("coepg.system_prompt", "coepg"),  # Table 12 (system role)
+        ("coepg.user_template", "coepg_androidcontrol_high"),  # Table 12 (high-level prompt)
         ("coepg.n_runs", 3),  # Sec. 5.2: mean of three runs
         # ---- CES Table 4 (lines 424-433), Sec. 5.1 (198), App. B.1-B.2 (412-420)
         ("ces.coordinator.learning_rate", 1e-6),  # Table 4

@@ -368,6 +368,72 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     assert out.figure("roi_samples")["kind"]
 
 
+def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = check_saved_config_is_the_one_used(out)
+    sec = cfg.coepg
+    k_max, n, splits = sec.iterations, sec.n_runs, 3
+    assert k_max >= 2 and sec.planners == sec.verifiers == [] == sec.grounders  # pools trained here
+    stages = out.table("stages", rows=2 * sec.pool_size + k_max * (2 + n) + 1 + (len(ci.ablation_runs(cfg)) - 1) * n)
+    assert all(r["steps"] is not None for r in stages)
+
+    def marks(rows: list[dict[str, Any]]) -> None:  # paired, with the interval; the mark agrees with it
+        for g in rows:
+            assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0), g
+            assert -100.0 <= g["diff"] <= 100.0
+
+    def interval(rows: list[dict[str, Any]], col: str, low: float, high: float) -> None:
+        for r in rows:
+            if r[col] is not None:
+                assert low <= r[f"{col} lo"] <= r[col] <= r[f"{col} hi"] <= high, (col, r)
+
+    quality = out.table("figure6_data_quality", rows=k_max)  # D_0 .. D_{K-1}
+    assert [r["data"] for r in quality] == [f"D{k}" for k in range(k_max)]
+    interval(quality, "purity", 0.0, 100.0)
+    for r in quality:
+        assert 0 <= r["plans_verified"] <= r["plans_generated"] and r["steps_kept"] <= r["steps"]
+    t6 = out.table("table6_iterations", rows=2 * k_max)
+    assert [r["model"] for r in t6] == [ci.iteration_label(k, g) for k in range(1, k_max + 1) for g in (False, True)]
+    assert in_range(t6, lambda c: c.endswith((" SR", " TM")), 0.0, 100.0) >= 2 * k_max * splits
+    interval(t6, "Avg SR", 0.0, 100.0)
+    assert {r["n_steps"] for r in t6} == {splits * sec.eval_steps * n}  # the same steps for every model
+    marks(out.table("iteration_gains", rows=len(ci.iteration_pairs(k_max))))
+    interval(out.table("table3_dual_vs_e2e", rows=3), "Avg SR", 0.0, 100.0)
+    marks(out.table("table3_paired", rows=2))
+    t4 = out.table("table4_cdrem_ablation", rows=4)
+    assert [r["weighting"] for r in t4] == ["single", "average", "prior", "cdrem"] and t4[0]["verdict"] == "baseline"
+    marks(t4)
+    interval(t4, "Avg SR", 0.0, 100.0)
+    t5 = out.table("table5_priors", rows=8)
+    marks(t5)
+    w = {(r["priors"], r["confidence"]): r["w_phi at c=-0.5"] for r in t5}
+    assert math.isclose(w[("1:1:2", "logprob")], 0.232697, abs_tol=1e-6)  # eq. 5 literal: the larger prior, less weight
+    assert math.isclose(w[("1:1:2", "prob")], 0.478359, abs_tol=1e-6)  # the intent: more weight
+    assert math.isclose(w[("1:1:1", "logprob")], 1 / 3, abs_tol=1e-9)
+    curve = out.table("figure5_sr", rows=lambda m: m >= 4)  # single and C-DREM: step 0, checkpoints, final
+    assert {r["run"] for r in curve} == {"w/o C-DREM", "C-DREM"} and {r["step"] for r in curve} >= {
+        0,
+        sec.grpo.max_steps,
+    }
+    interval(curve, "Avg SR", 0.0, 100.0)
+    for name, rows in (
+        ("table6_vs_paper", 6),
+        ("table7_vs_paper", 6),
+        ("table3_vs_paper", 2),
+        ("table4_vs_paper", 4),
+        ("table5_vs_paper_logprob", 4),
+        ("table5_vs_paper_prob", 4),
+        ("figure6_vs_paper", 2),
+    ):
+        vs = out.table(name, rows=rows)
+        assert all(r["location"].startswith("Co-EPG") and r["paper"] is not None for r in vs)
+    ours6 = [r for r in out.table("table6_vs_paper") if r["ours"] is not None]
+    assert len(ours6) == 2 * min(k_max, 3)
+    for name in ("figure2", "figure5", "figure6"):
+        out.figure(name)
+
+
 def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> None:
     cfg = check_saved_config_is_the_one_used(out)
     models = ["SFT", "SO-RL", "CCPO", "CCPO (full history)"]  # CCPO: CASC-cropped history as at inference
@@ -578,6 +644,7 @@ CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "00_data_prep": check_00_data_prep,
     "01_sft": check_01_sft,
     "02_ccpo_rl": check_02_ccpo_rl,
+    "03_coepg_iterations": check_03_coepg_iterations,
     "05_efficiency_profiling": check_05_efficiency_profiling,
     "06_attention_visualization": check_06_attention_visualization,
     "07_agentcpm_androidlong": check_07_agentcpm_androidlong,
