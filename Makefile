@@ -13,7 +13,11 @@ PROFILE     ?= tiny
 KERNEL      := guirl
 # per-test timeout (s); notebook smoke runs that take longer carry their own (tests/test_notebooks.py)
 TEST_TIMEOUT ?= 900
+# test processes (pytest-xdist): the notebook smoke chain on one, the other modules beside it;
+# TEST_WORKERS=0 runs the suite in this process
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
+_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope)
 # make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the
 # smoke overlay (configs/overlays/smoke.yaml), ARGS passes more runner arguments
 # (e.g. ARGS="--experiment aitz" or ARGS="--override seed=1").
@@ -73,11 +77,11 @@ format: setup ## apply ruff's fixes and formatting in place
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: lint ## lint, then run the whole test suite (per-test timeout: TEST_TIMEOUT seconds, default 900)
-	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+test: lint ## lint, then run the whole test suite in TEST_WORKERS processes (default 2; per-test timeout: TEST_TIMEOUT seconds, default 900)
+	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(_xdist) $(PYTEST_ARGS)
 
 test-fast: setup ## run the tests that are neither notebook runs nor slow
-	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) -m "not notebook and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest --timeout=$(TEST_TIMEOUT) $(_xdist) -m "not notebook and not slow" $(PYTEST_ARGS)
 
 reproduce: setup ## run, in order, every notebook whose source, config, library or inputs changed (FORCE=1: all; SMOKE=1; SLURM=1: as SLURM jobs); then figures/<profile>/INDEX.md
 	$(PY) -m guirl.runner --all $(RUN_FLAGS)

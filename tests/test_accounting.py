@@ -99,6 +99,21 @@ def test_ccpo_table4_implies_about_3354_tokens_per_frame(size):
     assert frame < ccpo_1ao < 2 * frame
 
 
+@pytest.mark.parametrize("size", ["3B", "7B"])
+def test_table4_3ao_samples_show_fewer_than_two_history_screenshots(size):
+    # docs/rl.md, "Prompt length": Table 4's token lengths are means over trained samples. With the
+    # frame at 3,356 tokens and any prompt text from 0 to 1,200 tokens, a 3AO sample shows 1.5-1.9
+    # history screenshots on average (a full window shows 3) and a 1AO sample at most one
+    frame = image_tokens(1080, 2400, **PAPER) + 2
+    so_1ao, so_3ao = _table4(f"SO-RL-{size} 1AO", "Token length"), _table4(f"SO-RL-{size} 3AO", "Token length")
+    for text in (0, 300, 600, 1200):
+        h1 = (so_1ao - text) / frame - 1
+        h3 = (so_3ao - (text + 40)) / frame - 1  # two more action strings at 3AO
+        assert h1 <= 1.1 and 1.4 < h3 < 2.0, (text, h1, h3)
+    # the full-window 3AO prompt: four frames, 13,424 tokens of images before any text
+    assert prompt_length(0, [(1080, 2400)] * 4, **PAPER) == 4 * frame == 13424
+
+
 @pytest.mark.parametrize(
     "n_text, sizes, expected",
     [

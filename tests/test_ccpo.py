@@ -6,7 +6,6 @@ notebook 02's helpers (Table 4 with a cost model, Figure 6, ROI screens)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -88,15 +87,87 @@ def test_aggregate_roi_cases(gt, rollouts, kw, kind, roi):
 
 def test_aggregate_roi_includes_the_annotated_boxes():
     # gt box (0.4, 0.4)-(0.6, 0.6) = (112, 201.6)-(168, 302.4) px: padded and aligned to
-    # (84, 168)-(196, 336); candidate box corners join unless switched off
+    # (84, 168)-(196, 336); candidate box corners join only with include_candidates (released code)
     obs, pts = aggregate_roi(VIEW, click(0.5, 0.5), [], target_box=(0.4, 0.4, 0.6, 0.6))
     assert obs.roi_px == (84, 168, 196, 336) and pts == ((0.5, 0.5), (0.4, 0.4), (0.6, 0.6))
     cand = ((0.0, 0.0, 0.1, 0.1),)
-    # corners (0, 0), (28, 50.4) with the gt point: (-28, -28)-(168, 280) padded, slid inside
     obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand)
-    assert obs.roi_px == (0, 0, 196, 308)
-    obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand, include_candidates=False)
     assert obs.roi_px == (112, 224, 168, 280)
+    # corners (0, 0), (28, 50.4) with the gt point: (-28, -28)-(168, 280) padded, slid inside
+    obs, _ = aggregate_roi(VIEW, click(0.5, 0.5), [], candidate_boxes=cand, include_candidates=True)
+    assert obs.roi_px == (0, 0, 196, 308)
+    assert CCPOSection().include_candidates is False  # the paper's ROI is the default
+
+
+# ----------------------------------------------------------------------------- ROIs on a real AndroidControl layout
+def _fixtures():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_fixtures", Path(__file__).parent / "fixtures" / "make_fixtures.py"
+    )
+    mf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mf)  # type: ignore[union-attr]
+    return mf
+
+
+def real_layout_history_tokens(tmp_path, *, candidates: str, include_candidates: bool) -> dict[str, list[int]]:
+    """Visual tokens of the screenshots of the last step's 1AO and 3AO prompts (history crops,
+    then the current screen) of the real-layout episode (:func:`make_androidcontrol_real_layout`:
+    1080 x 2400, a full accessibility tree) at the paper-3b pixel budget, loaded with
+    ``candidates`` and cropped by CCPO's training CASC with the annotation only (a group whose
+    rollouts all agree with it)."""
+    from guirl.data.loaders import load_dataset
+    from guirl.methods.ccpo.casc import obs_tokens
+    from guirl.methods.ccpo.history import training_history
+    from guirl.methods.ccpo.progressive import load_model_view
+
+    cfg = load_config("paper-3b", overrides=[f"ccpo.include_candidates={str(include_candidates).lower()}"])
+    budget = {"min_pixels": cfg.model.min_pixels, "max_pixels": cfg.model.max_pixels}
+    builder = training_history(cfg)
+    root = tmp_path / candidates
+    ep = load_dataset(
+        "androidcontrol",
+        _fixtures().make_androidcontrol_real_layout(root),
+        image_dir=root / "out",
+        candidates=candidates,
+    ).episodes[0]
+    views = [load_model_view(root / "out" / s.screenshot, **budget) for s in ep.steps]
+    per_step = []
+    for s, view in zip(ep.steps, views):
+        obs, _ = aggregate_roi(
+            view, s.action, [], target_box=s.target_box, candidate_boxes=s.candidate_boxes, **builder.kw
+        )
+        per_step.append(obs_tokens(obs, **budget))
+    t = len(ep.steps) - 1
+    current = visual_tokens_of(views[t], budget)
+    return {tag: per_step[max(0, t - n) : t] + [current] for tag, n in (("1AO", 1), ("3AO", 3))}
+
+
+def visual_tokens_of(image, budget):
+    from guirl.imaging import visual_tokens
+
+    return visual_tokens(image.height, image.width, **budget)
+
+
+def test_casc_on_a_real_androidcontrol_layout_keeps_a_small_part_of_a_past_click(tmp_path):
+    # Every accessibility node as a candidate and its corners in the ROI (the loader and CASC
+    # defaults before): the root layouts span the screen, so each past click keeps the whole
+    # 1092 x 2408 model view, 3,354 tokens. The paper's ROI (annotated point + acted element's box,
+    # the loader's candidates = the clickable nodes containing the point): a small crop.
+    before = real_layout_history_tokens(tmp_path, candidates="all", include_candidates=True)
+    assert before == {"1AO": [3354, 3354], "3AO": [3354, 3354, 3354, 3354]}
+    after = real_layout_history_tokens(tmp_path, candidates="containing", include_candidates=False)
+    # model-view px = screen px x (1092/1080, 2408/2400); padded by 28 px, slid inside, on the grid:
+    # the "Create" tab (216 x 126 px) -> (392, 2184)-(700, 2380), 11 x 7 = 77 tokens; the third row
+    # (the clickable node under the thumbnail, 1080 x 400) -> 39 x 17 = 663; the first row's "more"
+    # button (116 x 100 px at the right edge) -> (896, 448)-(1092, 616), 7 x 6 = 42
+    assert after == {"1AO": [42, 3354], "3AO": [77, 663, 42, 3354]}
+    assert all(tok <= 0.2 * 3354 for tok in after["3AO"][:-1])
+    # the released code's reading (candidate corners join) on the same, now element-centred, candidates:
+    # the "more" button's clickable row joins its ROI
+    released = real_layout_history_tokens(tmp_path, candidates="containing", include_candidates=True)
+    assert released == {"1AO": [663, 3354], "3AO": [77, 663, 663, 3354]}
 
 
 # ----------------------------------------------------------------------------- progressive rollouts
@@ -220,6 +291,91 @@ def test_casc_at_inference_through_step_prompts(tmp_path):
         [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, policy="min")
     )
     assert len(mn[2].prompt[1]) == 3 and mn[2].prompt[1][1].size == (W, H)
+
+
+def test_casc_at_inference_crops_as_training_does(tmp_path):
+    """Table 13's "optimized inference" aligned with training CASC: with a ground-truth history the
+    crop holds the point and the acted element's box, equal to the training crop of a group whose
+    rollouts agreed with the annotation; an action outside the recorded box crops its point only."""
+    import dataclasses
+
+    from guirl.methods.ccpo.progressive import _acted_box, load_model_view
+    from guirl.rollout import step_prompts
+
+    ep = make_episode(tmp_path)  # click (0.5, 0.5), type "milk", click (0.2, 0.75)
+    box = (0.3, 0.4, 0.7, 0.6)  # the clicked element: (84, 201.6)-(196, 302.4) px
+    ep = dataclasses.replace(ep, steps=(dataclasses.replace(ep.steps[0], target_box=box), *ep.steps[1:]))
+    spec = PromptSpec("ccpo", 3, "nAO")
+    records = []
+    prompts = step_prompts(
+        [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, records=records)
+    )
+    crop = prompts[1].prompt[1][0]
+    # padded by 28 px and aligned: (56, 168)-(224, 336), 6 x 6 tokens (the point alone: 2 x 2)
+    assert crop.size == (168, 168) and records[0].roi_px == (56, 168, 224, 336)
+    view = load_model_view(tmp_path / ep.steps[0].screenshot, **BUDGET)
+    trained, _ = aggregate_roi(view, ep.steps[0].action, [ep.steps[0].action] * 4, target_box=box)
+    assert trained.roi_px == records[0].roi_px and trained.image.tobytes() == crop.tobytes()
+    no_box = step_prompts(
+        [ep], spec, **BUDGET, image_root=tmp_path, history_builder=casc_inference_history(**BUDGET, element_box=False)
+    )
+    assert no_box[1].prompt[1][0].size == (56, 56)  # the point alone (the rule before)
+    # the model's own action outside the recorded element: its point only, not that element's box
+    assert _acted_box(click(0.9, 0.9), box) is None and _acted_box(click(0.5, 0.5), box) == box
+    assert _acted_box(TYPE, box) is None
+
+
+# ----------------------------------------------------------------------------- one patch rule
+def _role_matcher(monkeypatch, role: str, overrides=()):
+    """The ``matcher`` a role's hook builder hands to the shared semi-online loop."""
+    import guirl.rl.multiturn as mt
+    from guirl.methods import get_role
+    from guirl.rl.hooks import HookInputs
+
+    seen = {}
+    monkeypatch.setattr(mt, "semi_online_hooks", lambda cfg, data_dir, **kw: seen.update(kw))
+    cfg = load_config("tiny", overrides=[f"rl.role={role}", "rl.reward=null", *overrides])
+    get_role(role)(cfg, HookInputs(Path(".")))
+    return seen["matcher"]
+
+
+def _parsed(action):
+    from guirl.actions.types import ParseResult
+
+    return ParseResult(action=action, raw="")
+
+
+# target box 0.2 x 0.1 around the point (0.5, 0.5); MiniGUI targets are larger than tau_min = 0.04
+_GT = __import__("guirl.rewards.base", fromlist=["GroundTruth"]).GroundTruth(
+    click(0.5, 0.5), box=(0.4, 0.45, 0.6, 0.55), candidate_boxes=((0.4, 0.45, 0.6, 0.55),)
+)
+MATCH_CASES = [  # (prediction, UI-S1 extract_match, ccpo_match)
+    (click(0.5, 0.5), True, True),
+    (click(0.52, 0.52), True, True),  # 0.028 from the point
+    (click(0.58, 0.5), True, False),  # inside the box, 0.08 from the point: only UI-S1's rule accepts
+    (click(0.67, 0.5), False, False),  # outside the 1.2x box (x <= 0.62)
+    (TYPE, False, False),
+]
+
+
+@pytest.mark.parametrize("pred, uis1, ccpo_rule", MATCH_CASES)
+def test_so_rl_and_ccpo_decide_matched_with_one_rule(monkeypatch, pred, uis1, ccpo_rule):
+    so = _role_matcher(monkeypatch, "semi_online")
+    cc = _role_matcher(monkeypatch, "ccpo")
+    assert so(_parsed(pred), _GT) is uis1 and cc(_parsed(pred), _GT) is uis1  # default: SO-RL's rule for both
+    coupled = _role_matcher(monkeypatch, "ccpo", ["ccpo.match_rule=ccpo_reward"])  # the option
+    assert coupled(_parsed(pred), _GT) is ccpo_rule is ccpo_match(_parsed(pred), _GT)
+    assert so(_parsed(None), _GT) is False and cc(_parsed(None), _GT) is False  # an unparsable output
+
+
+def test_match_rules_are_one_setting_of_the_semi_online_section(monkeypatch):
+    # a rule set named in semi_online.match_rules changes both roles' decision
+    so = _role_matcher(monkeypatch, "semi_online", ["semi_online.match_rules=ccpo_reward"])
+    cc = _role_matcher(monkeypatch, "ccpo", ["semi_online.match_rules=ccpo_reward"])
+    far_inside = _parsed(click(0.58, 0.5))
+    assert so(far_inside, _GT) is cc(far_inside, _GT)
+    with pytest.raises(Exception, match="unknown matching rule set 'nope'"):
+        load_config("tiny", overrides=["semi_online.match_rules=nope"])
 
 
 # ----------------------------------------------------------------------------- config
@@ -420,11 +576,16 @@ def test_ccpo_stage_in_process_logs_table4_fields(tiny_model, minigui, tmp_path)
         assert 0 < r["compression_rate"] < 1 and r["prompt_tokens_full"] > r["prompt_tokens"]  # CASC cropped
         assert {"reward/format", "reward/type", "reward/content"} <= set(r)  # eq. 11's components
         assert r["step_seconds"] > 0
+        if not r["skipped"]:  # the update's parts: reference log-probs (beta > 0), no old ones (1 mini-batch)
+            parts = r["logprob_ref_seconds"] + r["logprob_old_seconds"] + r["grad_seconds"]
+            assert r["logprob_ref_seconds"] > 0 and r["logprob_old_seconds"] == 0 and r["grad_seconds"] > 0
+            assert parts <= r["update_seconds"] and r["gen_seconds"] + r["update_seconds"] <= r["step_seconds"]
 
 
 # A paper profile with only what a CPU cannot do swapped out (checkpoint, precision, one CPU
-# process instead of 8 GPUs with ZeRO-2) and the sizes cut; LoRA (CCPO Table 7), CCPO's reward,
-# CASC (MAX), DAPO (0.2), KL and 4 mini-batches stay the profile's (CCPO Table 8).
+# process instead of 8 GPUs with ZeRO-2) and the sizes cut; all-parameter RL with activation
+# checkpointing, CCPO's reward, CASC (MAX), DAPO (0.2), KL and 4 mini-batches stay the profile's
+# (CCPO Table 8).
 PAPER_CPU_DRY_RUN = [
     "model.torch_dtype=float32",
     "runtime.device=cpu",
@@ -444,16 +605,19 @@ PAPER_CPU_DRY_RUN = [
 
 
 @pytest.mark.slow
-def test_paper_3b_ccpo_dry_run_through_accelerate_saves_a_lora_adapter(tiny_model, minigui, tmp_path):
+def test_paper_3b_ccpo_dry_run_through_accelerate_trains_all_parameters(tiny_model, minigui, tmp_path):
+    import torch
+
     from guirl.train.launch import run_stage
     from guirl.train.rl import FINAL_DIR, LOG_FILE, RL_ENTRY, read_log
 
     cfg = load_config(
         "paper-3b", overrides=[f"model.path={tiny_model}", *PAPER_CPU_DRY_RUN, "rl.max_steps=2", "rl.save_steps=2"]
     )
-    assert cfg.lora.enabled and cfg.rl.dapo_std_threshold == 0.2 and cfg.rl.mini_batches == 4
-    # RL continues from an SFT result that is a LoRA adapter (CCPO A.1.2), as the paper profiles'
-    # SFT produces: the engine merges it into its base and trains a fresh adapter
+    assert cfg.rl.dapo_std_threshold == 0.2 and cfg.rl.mini_batches == 4 and cfg.rl.learning_rate == 5e-7
+    assert not cfg.rl.lora and cfg.runtime.activation_checkpointing  # CCPO Table 8: a full-parameter setup
+    # RL continues from an SFT result that is a LoRA adapter (CCPO A.1.2, Table 7's LoRA SFT): the
+    # engine merges it into its base and trains every parameter of the merged model
     from guirl.models import apply_lora, load_model
 
     sft = tmp_path / "sft_final"
@@ -462,12 +626,17 @@ def test_paper_3b_ccpo_dry_run_through_accelerate_saves_a_lora_adapter(tiny_mode
     result = run_stage(
         stage_of(cfg, "ccpo_3AO", data_dir=minigui, base_model=sft, output_dir=out, entry=RL_ENTRY), echo=False
     )
-    assert result["global_step"] == 2 and result["role"] == "ccpo" and result["adapter"] is True
+    assert result["global_step"] == 2 and result["role"] == "ccpo" and result["adapter"] is False
+    assert result["trainable_parameters"] == result["parameters"] > 0  # vision tower and LM alike
+    assert result["learning_rate"] == 5e-7
     assert Path(result["base_model"]) == out / "base_merged"  # the SFT adapter, merged once
-    saved = json.loads((out / FINAL_DIR / "adapter_config.json").read_text())
-    assert saved["r"] == 8 and saved["lora_alpha"] == 16  # CCPO Table 7
+    assert (out / FINAL_DIR / "config.json").is_file() and not (out / FINAL_DIR / "adapter_config.json").exists()
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2] and all("compression_rate" in r for r in rows)
+    if any(not r["skipped"] for r in rows):  # an update moved the vision tower and the language model
+        start, final = load_model(out / "base_merged").state_dict(), load_model(out / FINAL_DIR).state_dict()
+        moved = {k.split(".")[1] for k in start if not torch.equal(start[k], final[k])}
+        assert {"visual", "language_model"} <= moved, moved
 
 
 @pytest.mark.slow

@@ -458,6 +458,41 @@ def test_androidcontrol_truncated_file(tmp_path):
     assert [e.episode_id for e in res.episodes] == ["7"]
 
 
+# boxes (normalised), clickable flags: a root, a clickable row, a label in it, a clickable button in it
+_ROOT, _ROW, _LABEL, _BUTTON = (0, 0, 1, 1), (0, 0.2, 1, 0.4), (0.1, 0.25, 0.5, 0.3), (0.8, 0.25, 0.9, 0.35)
+_TREE = ([_ROOT, _ROW, _LABEL, _BUTTON], [False, True, False, True])
+
+
+@pytest.mark.parametrize(
+    "point, mode, candidates, target",
+    [
+        # the converted files' boxes: clickable nodes containing the point, smallest first; never the root
+        ((0.85, 0.3), "containing", (_BUTTON, _ROW), _BUTTON),
+        ((0.3, 0.27), "containing", (_ROW,), _ROW),  # on the label: the clickable row is the acted element
+        ((0.5, 0.9), "containing", (_ROOT,), _ROOT),  # no clickable node contains it: the smallest that does
+        (None, "containing", (), None),  # type, scroll, ...: no candidates
+        # every node, the target the smallest node containing the point
+        ((0.3, 0.27), "all", tuple(_TREE[0]), _LABEL),
+        (None, "all", tuple(_TREE[0]), None),
+    ],
+)
+def test_androidcontrol_candidates(point, mode, candidates, target):
+    from guirl.data.loaders.androidcontrol import candidates_and_target
+
+    assert candidates_and_target(point, *_TREE, mode) == (candidates, target)
+
+
+def test_androidcontrol_candidates_option(tmp_path):
+    path = mf.make_androidcontrol(tmp_path)
+    res = {m: load_dataset("androidcontrol", path, image_dir=tmp_path / m, candidates=m) for m in ("containing", "all")}
+    click = {m: r.episodes[0].steps[0] for m, r in res.items()}  # the OK button at (50, 100)
+    assert click["containing"].candidate_boxes == ((0.4, 0.45, 0.6, 0.55),)
+    assert len(click["all"].candidate_boxes) == 4 and click["all"].target_box == click["containing"].target_box
+    assert res["containing"].episodes[0].steps[3].candidate_boxes == ()  # open_app has no point
+    with pytest.raises(ValueError, match="candidates='every'"):
+        load_dataset("androidcontrol", path, image_dir=tmp_path / "x", candidates="every")
+
+
 def test_androidcontrol_bad_a11y_tree_is_named(tmp_path):
     import gzip
 

@@ -32,9 +32,8 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("coepg.max_pixels", 802816),  # App. B: at most 1024 x 28 x 28 pixels
         ("coepg.sft.batch_size", 96),  # App. B: planner SFT batch 96
         ("coepg.sft.learning_rate", 1e-6),  # App. B
-        ("coepg.sft.weight_decay", 0.05),  # App. B
         ("coepg.sft.epochs", 3),  # App. B
-        ("coepg.sft.zero_stage", 3),  # App. B: ZeRO-3
+        ("coepg.sft.lr_scheduler_type", "cosine"),  # App. B: warm-up, then cosine decay
         ("coepg.grpo.group_size", 7),  # App. B: 7 rollouts per group
         ("coepg.grpo.temperature", 0.9),  # App. B
         ("coepg.grpo.learning_rate", 5e-7),  # App. B
@@ -42,7 +41,11 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("coepg.grpo.beta", 0.01),  # App. B: KL coefficient
         ("coepg.grpo.clip", 0.2),  # App. B: clip ratio
         ("coepg.grpo.priors", (1.0, 1.0, 2.0)),  # App. B-C: 72B : 32B : phi_k
-        ("coepg.androidcontrol_eval_steps", 500),  # App. A: 500 sampled step-actions
+        ("coepg.eval_steps", 500),  # App. A: 500 sampled step-actions
+        ("coepg.iterations", 3),  # Sec. 5.4: three iterations
+        ("coepg.pool_size", 2),  # Sec. 4.2: the latest two planners and grounders
+        ("coepg.system_prompt", "coepg"),  # Table 12 (system role)
+        ("coepg.user_template", "coepg_androidcontrol_high"),  # Table 12 (high-level prompt)
         ("coepg.n_runs", 3),  # Sec. 5.2: mean of three runs
         # ---- CES Table 4 (lines 424-433), Sec. 5.1 (198), App. B.1-B.2 (412-420)
         ("ces.coordinator.learning_rate", 1e-6),  # Table 4
@@ -73,38 +76,30 @@ def test_every_paper_method_of_this_change_has_a_section():
             ["checkpoints/UI-R1-3B", "checkpoints/GUI-Owl-7B", "checkpoints/GUI-Owl-32B"],
         ),  # Table 2
         # ---- AgentCPM-GUI Table 4 (lines 265-280), Table 5 (284-298), Table 7 (406-413)
-        ("agentcpm.sft.model_max_length", 2304),  # Table 4
         ("agentcpm.sft.max_line_res", 1120),  # Table 4
         ("agentcpm.sft.epochs", 3),  # Table 4
         ("agentcpm.sft.learning_rate", 1e-5),  # Table 4
-        ("agentcpm.sft.weight_decay", 0.1),  # Table 4
-        ("agentcpm.sft.adam_beta2", 0.999),  # Table 4
-        ("agentcpm.sft.max_grad_norm", None),  # Table 4: N/A, clipping disabled
         ("agentcpm.sft.warmup_ratio", 0.05),  # Table 4
-        ("agentcpm.sft.zero_stage", 2),  # Table 4
-        ("agentcpm.rft.max_prompt_length", 16384),  # Table 5
         ("agentcpm.rft.max_completion_length", 512),  # Table 5
         ("agentcpm.rft.num_generations", 8),  # Table 5
         ("agentcpm.rft.grad_accum", 32),  # Table 5
         ("agentcpm.rft.learning_rate", 1e-6),  # Table 5
-        ("agentcpm.rft.adam_beta2", 0.99),  # Table 5
         ("agentcpm.rft.max_grad_norm", 1.0),  # Table 5
         ("agentcpm.rft.beta", 0.04),  # Table 5: KL coefficient
-        ("agentcpm.baseline_inference.top_p", 0.01),  # Table 7
-        ("agentcpm.baseline_inference.top_k", 1),  # Table 7
-        ("agentcpm.baseline_inference.temperature", 0.01),  # Table 7
-        ("agentcpm.baseline_inference.max_new_tokens", 2048),  # Table 7 (ACPM-28)
+        ("agentcpm.rft.weight_decay", 0.1),  # Table 5
+        ("agentcpm.rft.reward_schema", "paper"),  # Sec. 2.5.1 + App. C.2: the paper's schema is the format check
+        ("agentcpm.grounding_samples", 1500),  # App. C.1: 1,500 samples per grounding task
+        ("agentcpm.paper_recipe", True),  # the paper profiles train with Tables 4-5
         ("agentcpm.mapping_variant", "paper"),  # App. B mapping tables
         # ---- AndroidLong App. C.1-C.2 (lines 45, 62), Table 7 (68-86)
         ("androidlong.sft.epochs", 2),  # App. C.2
         ("androidlong.sft.learning_rate", 1e-5),  # App. C.2: cosine from 1e-5 ...
-        ("androidlong.sft.min_learning_rate", 1e-6),  # ... to 1e-6
-        ("androidlong.rl.max_prompt_length", 16384),  # Table 7
-        ("androidlong.rl.max_response_length", 2048),  # Table 7
         ("androidlong.rl.concurrency", 256),  # Table 7
+        ("androidlong.rl.max_new_tokens", 2048),  # Table 7
+        ("androidlong.memory", False),  # Table 6: the models without memory first
+        ("androidlong.paper_recipe", True),  # the paper profiles train with App. C.2 / Table 7
         ("androidlong.rl.learning_rate", 1e-6),  # Table 7
         ("androidlong.rl.clip_ratio", 0.2),  # Table 7
-        ("androidlong.rl.entropy_coef", 0.001),  # Table 7
         ("androidlong.rl.kl_loss_coef", 0.001),  # Table 7
         ("androidlong.rl.temperature", None),  # Table 7 names the sampling temperature; its value is missing
         ("androidlong.rl.n_samples", 8),  # Table 7

@@ -254,17 +254,19 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
 
 
 def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
-    from guirl.studies.shared.agents import sft_agents
+    from guirl.studies.shared.agents import evaluated_histories, history_agents, sft_agents
 
     cfg = check_saved_config_is_the_one_used(out)
     agents = sft_agents(cfg)
     assert [a.level for a in agents] == ["High", "Low"]  # tiny: the goal-only main agent and the Low executor
     histories, splits = len(cfg.eval.histories), 3
-    # zero-shot and the executor at the first history setting, the main agent at each
+    # zero-shot and the executor at the first history setting, the main agent's model of each setting at it
+    # (tiny: one model per setting, CCPO's separate 1AO / 3AO models)
+    assert [a.history for a in history_agents(cfg)] == cfg.sft.histories[1:] == cfg.eval.histories[1:]
     table2 = out.table("table2_step_metrics", rows=2 + histories)
     assert [(r["model"], r["history"]) for r in table2] == [("zero-shot", cfg.eval.histories[0])] + [
-        ("SFT (High)", h) for h in cfg.eval.histories
-    ] + [("SFT (Low)", cfg.eval.histories[0])]
+        (a.name, h) for a in agents + history_agents(cfg) for h in evaluated_histories(cfg, a)
+    ]
     assert in_range(table2, lambda k: k.endswith((" TM", " GR", " SR")), 0.0, 100.0) == len(table2) * splits * 3
     steps = out.table("step_metrics_ci", rows=(2 + histories) * splits)
     in_range(steps, lambda k: k in ("TM", "SR"), 0.0, 100.0)
@@ -326,8 +328,16 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     stages = out.table("rl_stages", rows=n_main + n_ab)
     assert all(s["steps"] == cfg.rl.max_steps and s["trained"] > 0 for s in stages)
     rise = out.table("reward_rise", rows=n_main + n_ab)
-    for r in rise + out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits):
+    paired = out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits)
+    paired += out.table("casc_inference_paired", rows=splits * histories)  # CCPO* - CCPO, Table 13's inference
+    for r in rise + paired:
         assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+    for r in out.table("greedy_changed", rows=2 * splits * histories):  # SFT -> SO-RL, SFT -> CCPO
+        assert r["before"] == "SFT" and 0.0 <= r["lo"] <= r["changed"] <= r["hi"] <= 100.0
+        assert r["n_steps"] <= cfg.eval.max_test_steps and r["fixed"] + r["broken"] <= r["n_steps"]
+    for r in out.table("table4_time_breakdown", rows=n_main):  # the parts and the rest add up to the step
+        parts = [v for k, v in r.items() if k.endswith("(%)")]
+        assert math.isclose(sum(parts), 100.0, abs_tol=1e-6) and r["s/step"] > 0 and r["rollouts (s)"] > 0
     table2 = out.table("table2_step_metrics", rows=3 * histories)  # SFT, SO-RL, CCPO per history
     assert {r["model"] for r in table2} == {"SFT", "SO-RL", "CCPO"}
     assert in_range(table2, lambda k: k.endswith((" TM", " SR")), 0.0, 100.0) == len(table2) * splits * 2
@@ -356,6 +366,72 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     for name in ("reward_kl_curves", "figure9_prompt_tokens"):
         assert out.figure(name)["step"]
     assert out.figure("roi_samples")["kind"]
+
+
+def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = check_saved_config_is_the_one_used(out)
+    sec = cfg.coepg
+    k_max, n, splits = sec.iterations, sec.n_runs, 3
+    assert k_max >= 2 and sec.planners == sec.verifiers == [] == sec.grounders  # pools trained here
+    stages = out.table("stages", rows=2 * sec.pool_size + k_max * (2 + n) + 1 + (len(ci.ablation_runs(cfg)) - 1) * n)
+    assert all(r["steps"] is not None for r in stages)
+
+    def marks(rows: list[dict[str, Any]]) -> None:  # paired, with the interval; the mark agrees with it
+        for g in rows:
+            assert g["lo"] <= g["diff"] <= g["hi"] and g["resolved"] == (g["lo"] > 0 or g["hi"] < 0), g
+            assert -100.0 <= g["diff"] <= 100.0
+
+    def interval(rows: list[dict[str, Any]], col: str, low: float, high: float) -> None:
+        for r in rows:
+            if r[col] is not None:
+                assert low <= r[f"{col} lo"] <= r[col] <= r[f"{col} hi"] <= high, (col, r)
+
+    quality = out.table("figure6_data_quality", rows=k_max)  # D_0 .. D_{K-1}
+    assert [r["data"] for r in quality] == [f"D{k}" for k in range(k_max)]
+    interval(quality, "purity", 0.0, 100.0)
+    for r in quality:
+        assert 0 <= r["plans_verified"] <= r["plans_generated"] and r["steps_kept"] <= r["steps"]
+    t6 = out.table("table6_iterations", rows=2 * k_max)
+    assert [r["model"] for r in t6] == [ci.iteration_label(k, g) for k in range(1, k_max + 1) for g in (False, True)]
+    assert in_range(t6, lambda c: c.endswith((" SR", " TM")), 0.0, 100.0) >= 2 * k_max * splits
+    interval(t6, "Avg SR", 0.0, 100.0)
+    assert {r["n_steps"] for r in t6} == {splits * sec.eval_steps * n}  # the same steps for every model
+    marks(out.table("iteration_gains", rows=len(ci.iteration_pairs(k_max))))
+    interval(out.table("table3_dual_vs_e2e", rows=3), "Avg SR", 0.0, 100.0)
+    marks(out.table("table3_paired", rows=2))
+    t4 = out.table("table4_cdrem_ablation", rows=4)
+    assert [r["weighting"] for r in t4] == ["single", "average", "prior", "cdrem"] and t4[0]["verdict"] == "baseline"
+    marks(t4)
+    interval(t4, "Avg SR", 0.0, 100.0)
+    t5 = out.table("table5_priors", rows=8)
+    marks(t5)
+    w = {(r["priors"], r["confidence"]): r["w_phi at c=-0.5"] for r in t5}
+    assert math.isclose(w[("1:1:2", "logprob")], 0.232697, abs_tol=1e-6)  # eq. 5 literal: the larger prior, less weight
+    assert math.isclose(w[("1:1:2", "prob")], 0.478359, abs_tol=1e-6)  # the intent: more weight
+    assert math.isclose(w[("1:1:1", "logprob")], 1 / 3, abs_tol=1e-9)
+    curve = out.table("figure5_sr", rows=lambda m: m >= 4)  # single and C-DREM: step 0, checkpoints, final
+    assert {r["run"] for r in curve} == {"w/o C-DREM", "C-DREM"} and {r["step"] for r in curve} >= {
+        0,
+        sec.grpo.max_steps,
+    }
+    interval(curve, "Avg SR", 0.0, 100.0)
+    for name, rows in (
+        ("table6_vs_paper", 6),
+        ("table7_vs_paper", 6),
+        ("table3_vs_paper", 2),
+        ("table4_vs_paper", 4),
+        ("table5_vs_paper_logprob", 4),
+        ("table5_vs_paper_prob", 4),
+        ("figure6_vs_paper", 2),
+    ):
+        vs = out.table(name, rows=rows)
+        assert all(r["location"].startswith("Co-EPG") and r["paper"] is not None for r in vs)
+    ours6 = [r for r in out.table("table6_vs_paper") if r["ours"] is not None]
+    assert len(ours6) == 2 * min(k_max, 3)
+    for name in ("figure2", "figure5", "figure6"):
+        out.figure(name)
 
 
 def check_06_attention_visualization(out: Outputs, state: dict[str, Any]) -> None:
@@ -560,15 +636,96 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
         out.figure(name)
 
 
+def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.actions.formats import FORMAT_NAMES
+    from guirl.methods.androidlong.errors import ERROR_TYPES
+    from guirl.studies.agentcpm_androidlong import ACPM_LABELS, AL_ROWS, GROUNDING_TASKS
+
+    cfg = check_saved_config_is_the_one_used(out)
+    splits = 3
+
+    def marks_agree(rows):
+        for r in rows:
+            assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0), r
+
+    # AgentCPM-GUI: de-duplication and data
+    sweep = out.table("dedup_sweep", rows=lambda n: n >= 5)
+    assert [r["kept"] for r in sweep] == sorted(r["kept"] for r in sweep)  # a higher threshold keeps more
+    in_range(sweep, "kept_share".__eq__, 0.0, 100.0)
+    (data,) = out.table("agentcpm_data", rows=1)
+    assert data["kept"] <= data["trajectories"] and data["train_steps"] == data["kept_steps"] - data["schema_left_out"]
+    stages = out.table("stages", rows=6)
+    assert all(r["steps"] >= 1 for r in stages)
+    assert [r["kind"] for r in stages] == ["sft", "sft", "sft", "rl", "rl", "rl"]
+    marks_agree(out.table("reward_rise", rows=3))
+    assert set(out.figure("rl_curves")["stage"]) == {"agentcpm_rft", "androidlong_grpo_nomem", "androidlong_grpo_mem"}
+    # Table 1: Stage I and the two compact JSON models on the three CAGUI tasks
+    t1 = out.table("table1_grounding", rows=3 if cfg.grounding.enabled else 2)
+    assert [r["model"] for r in t1][-2:] == [ACPM_LABELS["sft"], ACPM_LABELS["rft"]]
+    for r in t1:
+        for task in GROUNDING_TASKS.values():
+            assert r[f"{task}_lo"] <= r[task] <= r[f"{task}_hi"] and 1 <= r["n"] <= cfg.agentcpm.grounding_samples
+    ours1 = [r for r in out.table("table1_vs_paper") if r["ours"] is not None]
+    assert {r["column"] for r in ours1} == {"Fun2Point", "Text2Point", "Bbox2Text", "Average"}
+    assert all(r["row"] == "AgentCPM-GUI" for r in ours1)
+    # Table 2: TM / EM of ours and of 01's models re-scored through the unified mapping
+    counts = out.table("schema_steps", rows=splits)
+    assert all(r["counted"] + r["left_out"] == r["steps"] for r in counts)
+    for r in out.table("mapping_identity", rows=2):  # the identity mapping agrees with direct scoring
+        assert r["steps"] >= 1 and r["type_match_agree"] == 100.0 and r["exact_agree"] == 100.0
+    t2 = out.table("table2_tm_em", rows=lambda n: n >= 3)
+    models = [r["model"] for r in t2]
+    assert models[:2] == [ACPM_LABELS["sft"], ACPM_LABELS["rft"]]
+    assert all("-> unified]" in m for m in models[2:]) and any(m.startswith("SFT (High)") for m in models)
+    in_range(t2, lambda k: k.endswith((" TM", " EM")), 0.0, 100.0)
+    in_range(out.table("table2_ci"), lambda k: k in ("TM", "SR"), 0.0, 100.0)
+    t3 = out.table("table3_paired", rows=lambda n: 2 * splits <= n <= 3 * splits)
+    marks_agree(t3)
+    assert {r["metric"] for r in t3} == {"TM", "EM"}
+    ours23 = {(r["row"], r["column"]) for r in out.table("table2_3_vs_paper") if r["ours"] is not None}
+    assert ours23 == {
+        (row, f"AC-High {m}") for row in ("AgentCPM-GUI", "AgentCPM-GUI-SFT", "AgentCPM-GUI-RFT") for m in ("TM", "EM")
+    }
+    tokens = out.table("tokens_per_action", rows=len(FORMAT_NAMES))
+    in_range(tokens, "tokens per action".__eq__, 1.0, 200.0)
+    in_range(tokens, "expressible (%)".__eq__, 0.0, 100.0)
+    # AndroidLong: Table 6, paired differences, per category / app, figures, taxonomy
+    t6 = out.table("table6_online", rows=4)
+    assert [r["model"] for r in t6] == list(AL_ROWS.values())
+    in_range(t6, lambda k: k.endswith("SR") or k.endswith("SR std"), 0.0, 100.0)
+    assert all(r["n_runs"] == cfg.eval.n_seeds and r["n_tasks"] == cfg.eval.n_tasks for r in t6)
+    t6p = out.table("table6_paired", rows=8)
+    marks_agree(t6p)
+    sr = {r["model"]: r["Task SR"] for r in t6}
+    for r in t6p:
+        if r["metric"] == "Task SR":
+            assert math.isclose(r["diff"], sr[r["B"]] - sr[r["A"]], abs_tol=1e-6)
+    vs6 = out.table("table6_vs_paper", rows=10)
+    assert sum(r["ours"] is not None for r in vs6) == 8  # 4 rows x (Task SR, std); not the w/o-auto-entering row
+    cats = out.table("by_category", rows=lambda n: n >= 4)
+    in_range(cats, lambda k: k in ("Subgoal SR", "Task SR"), 0.0, 1.0)
+    apps = out.table("by_app", rows=lambda n: n >= 4)
+    for r in cats + apps:
+        assert r["model"] in AL_ROWS.values() and r["n_tasks"] >= 1
+    for name in ("figure7_subgoal_sr", "figures8_9_category", "figures10_11_app"):
+        assert out.figure(name)["model"]
+    out.table("tables8_9_vs_paper")
+    errors = out.table("error_taxonomy", rows=4)
+    for r in errors:  # every episode of every run classified once
+        assert sum(r[k] for k in (*ERROR_TYPES, "success")) == cfg.eval.n_tasks * cfg.eval.n_seeds
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "00_data_prep": check_00_data_prep,
     "01_sft": check_01_sft,
     "02_ccpo_rl": check_02_ccpo_rl,
+    "03_coepg_iterations": check_03_coepg_iterations,
     "04_ces_staged_rl": check_04_ces_staged_rl,
     "05_efficiency_profiling": check_05_efficiency_profiling,
     "06_attention_visualization": check_06_attention_visualization,
+    "07_agentcpm_androidlong": check_07_agentcpm_androidlong,
     "08_seed_study": check_08_seed_study,
 }
 
@@ -596,7 +753,9 @@ def smoke_state() -> dict[str, Any]:
 #: 2-core host. 02 trains 8 RL stages: with about 9 CPU-bound jobs per core (load average 15-21), 5 of
 #: them took 66 min (13 min each; 00 took 55 s and 01 625 s); a second `make test` beside this one
 #: (2 jobs per core) puts 02 at about 28 min, so 3600 s leaves about 2x.
-SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600}
+#: 07 trains 6 stages (3 SFT, 3 RL) and plays 4 models online: 379 s at load average 4-8 (01: 299 s
+#: beside it), so about 3x that at 02's load; 1800 s leaves about 1.5x.
+SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600, "07_agentcpm_androidlong": 1800}
 
 
 def _smoke_param(notebook: Path):

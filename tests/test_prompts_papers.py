@@ -40,7 +40,7 @@ def dummy_values(name: str) -> dict[str, str]:
 def test_every_file_is_registered_and_every_prompt_has_a_file() -> None:
     files = sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
     assert files == prompt_names()
-    assert len(files) == 18
+    assert len(files) == 20
 
 
 @pytest.mark.parametrize("name", prompt_names())

@@ -685,6 +685,16 @@ def _fmt(a: Action) -> str:
     return get_format("ccpo").format(a, FormatContext(width=1080, height=2400, **PAPER_BUDGET), thought="t")
 
 
+def _agentcpm_any_format():
+    """AgentCPM-GUI's reward levels on any parsed format: its default format check re-reads the text
+    as AgentCPM-GUI's JSON schema (a CCPO-format answer would be -1), the tolerant one keeps the parse."""
+    import functools
+
+    from guirl.methods.agentcpm.reward import AgentCPMConfig
+
+    return functools.partial(get_reward("agentcpm").fn, cfg=AgentCPMConfig(schema="tolerant"))
+
+
 class TestTRLAdapter:
     def batch(self):
         gt = json.dumps(Action(type="click", point=(0.5, 0.45)).to_dict())
@@ -703,7 +713,7 @@ class TestTRLAdapter:
         return comps, kwargs
 
     def test_signature_name_and_values(self):
-        fn = as_trl_reward(get_reward("agentcpm").fn, _parser(), name="agentcpm_reward")
+        fn = as_trl_reward(_agentcpm_any_format(), _parser(), name="agentcpm_reward")
         assert fn.__name__ == "agentcpm_reward"
         assert "completions" in inspect.signature(fn).parameters
         comps, kwargs = self.batch()
@@ -768,11 +778,11 @@ class TestTRLAdapter:
             "gt_box": [[0.45, 0.45, 0.55, 0.55]],
             "screen_size": [[1080, 2400]],
         }
-        paper = as_trl_reward(get_reward("agentcpm").fn, _parser(), name="r")
+        paper = as_trl_reward(_agentcpm_any_format(), _parser(), name="r")
         assert paper([text], **kwargs) == [1.0]
         old = format_parser("ccpo", min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
         assert old(text, {"screen_size": [1080, 2400]}).action.point == pytest.approx((546 / 672, 1204 / 1484))
-        assert as_trl_reward(get_reward("agentcpm").fn, old, name="r")([text], **kwargs) == [0.0]
+        assert as_trl_reward(_agentcpm_any_format(), old, name="r")([text], **kwargs) == [0.0]
 
     def test_parser_budget_comes_from_the_config(self):
         from guirl.config import load_config

@@ -44,11 +44,54 @@ def test_sft_agents(overrides: list[str], agents: list[tuple]) -> None:
     cfg = load_config("tiny", overrides=overrides)
     got = sft_agents(cfg)
     assert [(a.name, a.level, a.stage_dir, a.cfg.sft.use_step_instruction) for a in got] == agents
-    assert got[0].cfg is cfg  # the main agent trains with the run config itself
+    # the main agent trains with the run config on the first history setting (one model per setting)
+    first = cfg.replace({"sft.histories": cfg.sft.histories[:1], "sft.history_recipes": None})
+    assert got[0].cfg == first and got[0].history == cfg.sft.histories[0]
     for a in got[1:]:  # an executor's config differs in the instruction level and its own recipe only
-        diff = {k for k, v in a.cfg.to_flat().items() if cfg.to_flat().get(k, "absent") != v}
+        diff = {k for k, v in a.cfg.to_flat().items() if first.to_flat().get(k, "absent") != v}
         own = {f"sft.{k}" for k, v in cfg.sft.executor.model_dump().items() if v is not None}
         assert diff == {"sft.use_step_instruction", "sft.executor"} | own
+
+
+def test_one_sft_model_per_history_setting() -> None:
+    from guirl.studies.shared.agents import evaluated_histories, history_agents
+
+    cfg = load_config("tiny")  # sft.histories [1AO, 3AO], the 3AO model 120 steps (sft.history_recipes)
+    main, low = sft_agents(cfg)
+    (h3,) = history_agents(cfg)
+    assert (h3.name, h3.stage_dir, h3.history, h3.cfg.sft.histories) == ("SFT (High, 3AO)", "sft_3AO", "3AO", ["3AO"])
+    assert recipe(h3.cfg) == (120, 8, "cosine", 3e-3) and recipe(main.cfg)[0] == 560  # its own length only
+    assert h3.cfg.sft.use_step_instruction is False and h3.cfg.sft.history_recipes is None
+    assert [evaluated_histories(cfg, a) for a in (main, low, h3)] == [["1AO"], ["1AO"], ["3AO"]]
+    # paper profiles: both settings of sft.histories, each its own model from the base
+    paper = load_config("paper-3b")
+    assert [(a.stage_dir, a.cfg.sft.histories) for a in sft_agents(paper) + history_agents(paper)] == [
+        ("sft", ["1AO"]),
+        ("sft_3AO", ["3AO"]),
+    ]
+    # an evaluated setting no model trains on is scored with the first setting's model
+    one = load_config("tiny", overrides=["sft.histories=[1AO]", "sft.history_recipes=null"])
+    assert history_agents(one) == [] and evaluated_histories(one, sft_agents(one)[0]) == ["1AO", "3AO"]
+    # the option: one model on every setting's records (the main folder), scored at every setting
+    mixed = load_config("tiny", overrides=["sft.mix_histories=true", "sft.history_recipes=null"])
+    (m, _) = sft_agents(mixed)
+    assert history_agents(mixed) == [] and m.cfg.sft.histories == ["1AO", "3AO"] and m.history is None
+    assert evaluated_histories(mixed, m) == ["1AO", "3AO"]
+    with pytest.raises(ConfigError, match="history_recipes: .'5AO'. not in histories"):
+        load_config("tiny", overrides=["sft.history_recipes={5AO: {max_steps: 3}}"])
+
+
+def test_sft_result_is_the_model_of_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from guirl.studies.shared.agents import sft_result
+
+    monkeypatch.setenv("GUIRL_RUNS", str(tmp_path))
+    cfg = load_config("tiny")
+    for folder in ("sft", "sft_3AO"):
+        (tmp_path / "tiny" / "01_sft" / folder).mkdir(parents=True)
+        (tmp_path / "tiny" / "01_sft" / folder / "result.json").write_text(json.dumps({"final": folder}))
+    assert [sft_result(cfg, h)["final"] for h in ("1AO", "3AO")] == ["sft", "sft_3AO"]
+    with pytest.raises(ValueError, match=r"no SFT model of 2AO: .* add 2AO to sft.histories"):
+        sft_result(cfg, "2AO")
 
 
 @pytest.mark.parametrize(
@@ -101,6 +144,7 @@ def test_tiny_profile_recipes() -> None:
     cfg = load_config("tiny")
     assert cfg.grounding.max_steps == 300
     assert [recipe(a.cfg) for a in sft_agents(cfg)] == [(560, 8, "cosine", 3e-3), (280, 8, "cosine", 2e-3)]
+    assert cfg.sft.histories == ["1AO", "3AO"] and cfg.sft.history_recipes["3AO"].max_steps == 120
 
 
 def test_an_executor_on_a_low_main_agent_is_refused() -> None:
@@ -115,6 +159,13 @@ def test_an_executor_config_saves_and_loads_back(tmp_path: Path) -> None:
 
 def test_paper_profiles_train_one_high_agent() -> None:
     assert [(a.name, a.stage_dir) for a in sft_agents(load_config("paper-3b"))] == [("SFT (High)", "sft")]
+
+
+def test_agent_stages_with_the_history_models(tmp_path: Path) -> None:
+    cfg = load_config("tiny")
+    stages = agent_stages(cfg, data_dir=tmp_path, start=tmp_path / "g", run_dir=tmp_path / "run", histories=True)
+    # the 3AO model is queued after the two agents: it starts on the core the first one to finish frees
+    assert [s.output_dir.name for s in stages] == ["sft", "sft_low", "sft_3AO"]
 
 
 def test_agent_stages_are_records_of_the_sft_entry(tmp_path: Path) -> None:
@@ -174,8 +225,9 @@ def test_upstream_agents_and_zero_shot_source(tmp_path: Path, monkeypatch: pytes
 @pytest.mark.parametrize(
     ("grounding", "stages"),
     [
-        (None, ["grounding", "sft", "sft_low"]),  # default: grounding.enabled (tiny: true) trains grounding first
-        (False, ["sft", "sft_low"]),  # the base is a grounding model already (scope sft): agents only
+        # default: grounding.enabled (tiny: true) trains grounding first; then the agents and the 3AO model
+        (None, ["grounding", "sft", "sft_low", "sft_3AO"]),
+        (False, ["sft", "sft_low", "sft_3AO"]),  # the base is a grounding model already (scope sft): agents only
     ],
 )
 def test_train_agents_grounding_flag(tmp_path: Path, monkeypatch, grounding, stages: list[str]) -> None:
@@ -194,5 +246,11 @@ def test_train_agents_grounding_flag(tmp_path: Path, monkeypatch, grounding, sta
     )
     assert [name for name, _ in ran] == stages
     first_agent = str(tmp_path / "r" / "grounding" / "final") if grounding is None else "B"
-    assert ran[-1][1] == ran[-2][1] == first_agent  # both agents start from the grounding model (else the base)
-    assert list(out) == (["grounding"] if grounding is None else []) + ["SFT (High)", "SFT (Low)"]
+    assert ran[-1][1] == ran[-2][1] == ran[-3][1] == first_agent  # all from the grounding model (else the base)
+    models = ["SFT (High)", "SFT (Low)", "SFT (High, 3AO)"]
+    assert list(out) == (["grounding"] if grounding is None else []) + models
+    ran.clear()  # 08's seeds retrain the two agents only
+    A.train_agents(
+        load_config("tiny"), data_dir=tmp_path, base_model=Path("B"), run_dir=tmp_path / "s", histories=False
+    )
+    assert [name for name, _ in ran][-2:] == ["sft", "sft_low"]

@@ -32,8 +32,8 @@ def test_main_runs_pair_so_rl_and_ccpo_per_history() -> None:
     ("ccpo", "tags"),
     [
         ({"ablation_history": None}, []),  # null: no ablation runs
-        ({"ablation_history": "1AO", "ablation_group_sizes": [2]}, ["nocr", "min", "g2"]),  # Table 5, 10, 11
-        ({"ablation_history": "3AO", "ablation_group_sizes": [2, 4, 8]}, ["nocr", "min", "g2", "g8"]),  # 4 = main run
+        ({"ablation_history": "1AO", "ablation_group_sizes": [2]}, ["casc", "min", "g2"]),  # Table 5, 10, 11
+        ({"ablation_history": "3AO", "ablation_group_sizes": [2, 4, 8]}, ["casc", "min", "g2", "g8"]),  # 4 = main run
     ],
 )
 def test_ablation_runs(ccpo: dict, tags: list[str]) -> None:
@@ -45,9 +45,12 @@ def test_ablation_runs(ccpo: dict, tags: list[str]) -> None:
     assert len({r.label for r in runs}) == len(runs)  # labels are model names in the tables
     by_tag = {r.tag: dict(r.overrides) for r in runs}
     if tags:
-        assert by_tag["nocr"] == {"ccpo.distance_credit": False} and by_tag["min"] == {"ccpo.compress": "min"}
-        stage = R.rl_stage_config(cfg, "ccpo", "1AO", by_tag["nocr"])
-        assert stage.ccpo.distance_credit is False and stage.rl.role == "ccpo"
+        # Table 5 "+ CASC": CCPO's loop with SO-RL's reward (and SO-RL's patch rule, the default),
+        # so that against SO-RL only CASC changes
+        assert by_tag["casc"] == {"rl.reward": "semi_online"} and by_tag["min"] == {"ccpo.compress": "min"}
+        stage = R.rl_stage_config(cfg, "ccpo", "1AO", by_tag["casc"])
+        assert stage.rl.reward == "semi_online" and stage.rl.role == "ccpo"
+        assert stage.ccpo.match_rule == "semi_online" and stage.ccpo.compress == "max"
 
 
 @pytest.mark.parametrize(

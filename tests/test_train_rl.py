@@ -377,13 +377,14 @@ def test_dapo_accumulates_groups_until_the_batch_is_full():
 @pytest.mark.parametrize(
     "lora, files",
     [
-        (True, "adapter_config.json"),  # paper profiles: a PEFT LoRA adapter; reference = adapter disabled
-        (False, "config.json"),  # tiny profile: all parameters; reference = frozen copy of the start
+        (True, "adapter_config.json"),  # rl.lora: a PEFT LoRA adapter; reference = adapter disabled
+        (False, "config.json"),  # the default (CCPO Table 8): all parameters; reference = frozen copy of the start
     ],
 )
 def test_lora_and_full_parameter_paths(tiny_model, tmp_path, lora, files):
     hooks = _toy_hooks()
-    overrides = [*TOY, "rl.max_steps=2", "rl.beta=0.04", f"lora.enabled={str(lora).lower()}", "rl.learning_rate=0.01"]
+    overrides = [*TOY, "rl.max_steps=2", "rl.beta=0.04", f"rl.lora={str(lora).lower()}", "rl.learning_rate=0.01"]
+    overrides += ["rl.lora_learning_rate=0.02", "lora.enabled=true"]  # lora.enabled is SFT's: RL ignores it
     result = train_rl(
         load_config("tiny", overrides=overrides),
         hooks,
@@ -393,7 +394,10 @@ def test_lora_and_full_parameter_paths(tiny_model, tmp_path, lora, files):
         progress=False,
     )
     assert result["adapter"] is lora and (Path(result["final"]) / files).is_file()
+    assert result["learning_rate"] == (0.02 if lora else 0.01)  # LoRA RL has its own learning rate
+    assert (result["trainable_parameters"] == result["parameters"]) is not lora
     rows = read_log(tmp_path / LOG_FILE)
+    assert rows[0]["lr"] == result["learning_rate"]
     assert rows[0]["kl"] < 1e-9  # step 1: the policy is the reference (LoRA B = 0, or the same weights)
     assert rows[1]["kl"] > 0  # after one update they differ
     from guirl.models import load_trained
@@ -416,8 +420,9 @@ STAGE = [
 
 
 # A paper profile with only what a CPU cannot do swapped out (checkpoint, precision, one CPU
-# process instead of 8 GPUs with ZeRO-2) and the sizes cut; LoRA, reward (CCPO's), histories
-# (1AO + 3AO), DAPO filter, KL and mini-batches stay the profile's (CCPO Table 8).
+# process instead of 8 GPUs with ZeRO-2) and the sizes cut; all-parameter RL with activation
+# checkpointing, reward (CCPO's), histories (1AO + 3AO), DAPO filter, KL and mini-batches stay the
+# profile's (CCPO Table 8).
 PAPER_CPU_DRY_RUN = [
     "model.torch_dtype=float32",
     "runtime.device=cpu",
@@ -439,8 +444,10 @@ PAPER_CPU_DRY_RUN = [
     [
         # tiny profile: single-turn GRPO with AgentCPM-GUI's -1 / 0 / 1 reward, all parameters
         ("tiny", STAGE, False),
-        # paper-3b on CPU with the tiny checkpoint: LoRA adapter, CCPO reward, DAPO filter on
-        ("paper-3b", PAPER_CPU_DRY_RUN, True),
+        # paper-3b on CPU with the tiny checkpoint: all parameters, CCPO reward, DAPO filter on
+        ("paper-3b", PAPER_CPU_DRY_RUN, False),
+        # the LoRA option (rl.lora) at its own learning rate
+        ("paper-3b", [*PAPER_CPU_DRY_RUN, "rl.lora=true"], True),
     ],
 )
 def test_single_turn_grpo_stage_end_to_end(tiny_model, minigui, tmp_path, profile, overrides, adapter):
@@ -531,10 +538,11 @@ def test_step_tasks_rows_feed_the_reward(minigui):
     from guirl.prompts import format_context
 
     step = train.episodes[0].steps[0]
-    right = get_format("ccpo").format(
+    # (the AgentCPM-GUI reward checks the compact JSON schema of the text: the answer is written in it)
+    right = get_format("agentcpm").format(
         Action.from_dict(json.loads(first.row["gt_action"])), format_context(step.screen_size, 3136, 141120)
     )
-    hook = format_reward_hook(get_reward("agentcpm").fn, "ccpo", min_pixels=3136, max_pixels=141120)
+    hook = format_reward_hook(get_reward("agentcpm").fn, "agentcpm", min_pixels=3136, max_pixels=141120)
     samples = [Sample(first.prompt, (1,), text, 0, first.row) for text in (right, "no action here")]
     assert [r.total for r in hook(samples)] == [1.0, -1.0]
     assert hook([]) == []

@@ -382,7 +382,13 @@ class SFTConfig(_Section):
     notebook 01 trains in ``runs/<profile>/01_sft/sft`` and later notebooks start from.
     ``executor``: 01 also trains a second agent, with the step instruction, in ``01_sft/sft_low``
     (:class:`ExecutorConfig`, its own recipe; ``null``: none); it needs
-    ``use_step_instruction: false``.
+    ``use_step_instruction: false``. ``mix_histories``: ``false`` (default) trains one main-agent
+    model per setting of ``histories`` (CCPO Table 2 reports CCPO-3B-1AO and -3AO as separate
+    models, each RL setting continuing from its own SFT model, App. A.1.2): the first setting in
+    ``01_sft/sft``, each other one in ``01_sft/sft_<setting>``; ``true`` trains one model on the
+    records of every setting (an option). ``history_recipes``: per setting, keys that replace the
+    main recipe for that setting's model (:class:`ExecutorConfig` keys; e.g. a shorter 3AO run on a
+    CPU).
     ``system_prompt``: a registered prompt of :mod:`guirl.prompts` that SFT, RL and evaluation use
     (``null``: the output format's paper prompt, ``guirl.prompts.DEFAULT_SYSTEM_PROMPT``). ``save_total_limit``: how many
     of the ``save_steps`` checkpoints a grounding or SFT stage keeps (``null``: all of them, for a
@@ -400,12 +406,21 @@ class SFTConfig(_Section):
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     executor: ExecutorConfig | None = None  # null: 01 trains no Low-level executor
+    mix_histories: bool = False  # CCPO Table 2 / A.1.2: one SFT model per history setting; true: one on all of them
+    history_recipes: dict[str, ExecutorConfig] | None = None  # per setting: its own recipe keys; null: none
     lr_scheduler_type: Literal[LR_SCHEDULERS]  # type: ignore[valid-type]
     output_format: Annotated[str, Registered("format")]
     system_prompt: Annotated[str | None, Registered("prompt")] = None  # null: the format's paper prompt
 
     @model_validator(mode="after")
     def _prompt_fits_format(self) -> SFTConfig:
+        unknown = sorted(set(self.history_recipes or {}) - set(self.histories))
+        if unknown:
+            raise ValueError(
+                f"history_recipes: {unknown} not in histories {self.histories} -- a recipe is for a trained setting"
+            )
+        if self.mix_histories and self.history_recipes:
+            raise ValueError("history_recipes: with mix_histories: true one model trains on every setting; set null")
         if self.executor is not None and self.use_step_instruction:
             raise ValueError(
                 "executor: the main agent already has the step instruction (use_step_instruction: true) "
@@ -479,8 +494,8 @@ class RuntimeConfig(_Section):
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
     threads: int | None = Field(default=None, ge=1)
-    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default): GPU memory
-    # for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model (docs/stack.md)
+    # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default) and in the RL
+    # update (docs/rl.md, memory): GPU memory for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model
     activation_checkpointing: bool = True
     # TRL's fused LM head projects only the labelled positions on every device (it does so on CUDA already; on CPU
     # it projects all of them): same loss, a tiny-model SFT step 27% faster on CPU (guirl.train.lm_head, docs/stack.md)

@@ -294,6 +294,11 @@ class Artefact:
 _NB0 = "notebooks/00_data_prep.ipynb"
 _NB1 = "notebooks/01_sft.ipynb"
 _NB2 = "notebooks/02_ccpo_rl.ipynb"
+_NB3 = "notebooks/03_coepg_iterations.ipynb"
+_COEPG_TINY = (
+    "MiniGUI and the tiny model (pool models trained on the step annotations stand in for the open VLMs); "
+    "a few SFT / GRPO steps per model, one training seed (coepg.n_runs) in the tiny profile"
+)
 _NB5 = "notebooks/05_efficiency_profiling.ipynb"
 _NB4 = "notebooks/04_ces_staged_rl.ipynb"
 _NB6 = "notebooks/06_attention_visualization.ipynb"
@@ -301,6 +306,8 @@ _CES_TINY = (
     "MiniGUI's test splits (ours beside the paper's GUI-Odyssey columns), 01's Low executor and tiny Coordinator / "
     "State Tracker, one training seed, ces.eval_steps steps per split in the tiny profile"
 )
+_NB7 = "notebooks/07_agentcpm_androidlong.ipynb"
+_TINY7 = "MiniGUI and the tiny model in the tiny profile (Qwen2.5-VL, not the paper's backbone); one training seed"
 _RL_TINY = "MiniGUI, the tiny model and rl.max_steps RL steps in the tiny profile; one training seed"
 _COST = "ratios compare, absolute times do not (CPU, tiny or mid-size model; one sample's step in 05)"
 _MINI = "MiniGUI in the tiny profile; the paper's data set with a paper profile and experiment"
@@ -529,7 +536,15 @@ ARTEFACTS: tuple[Artefact, ...] = (
     _a("CCPO", "Table 18", "result", "Mind2Web Ele.Acc/Op.F1/Step SR per split of all models", in_registry=True),
     # ------------------------------------------------------------------ Co-EPG
     _a("Co-EPG", "Figure 1", "diagram", "the Co-EPG loop: iterative training with C-DREM and data enhancement"),
-    _a("Co-EPG", "Figure 2", "result", "Mind2Web Avg SR over three iterations, with and without GRPO (data: Table 6)"),
+    _a(
+        "Co-EPG",
+        "Figure 2",
+        "result",
+        "Mind2Web Avg SR over three iterations, with and without GRPO (data: Table 6)",
+        by=f"{_NB3}: figure2",
+        status="partial",
+        note="Avg SR over MiniGUI's three test splits; " + _COEPG_TINY,
+    ),
     _a("Co-EPG", "Figure 3", "qualitative", "one example evolving over iterations M1-M3"),
     _a("Co-EPG", "Figure 4", "result", "Mind2Web Avg SR against the amount of labelled step data", in_registry=True),
     _a(
@@ -537,9 +552,20 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Figure 5",
         "result",
         "Step SR during GRPO with C-DREM vs a single grounding reward",
-        note="no numbers in the text",
+        by=f"{_NB3}: figure5",
+        status="partial",
+        note="no numbers in the text; reward per GRPO step and Avg SR at the checkpoints, iteration 1; " + _COEPG_TINY,
     ),
-    _a("Co-EPG", "Figure 6", "result", "data purity and diversity over iterations", in_registry=True),
+    _a(
+        "Co-EPG",
+        "Figure 6",
+        "result",
+        "data purity and diversity over iterations",
+        by=f"{_NB3}: figure6_data_quality",
+        status="partial",
+        in_registry=True,
+        note="diversity = distinct plans per step with a target; " + _COEPG_TINY,
+    ),
     _a("Co-EPG", "Figure 7", "result", "per-split Mind2Web Step SR over iterations, 3B and 7B (data: Table 6)"),
     _a("Co-EPG", "Figure 8", "qualitative", "Mind2Web evaluation examples for M1-M3"),
     _a("Co-EPG", "Figure 9", "qualitative", "AndroidControl evaluation examples for M1-M3 (caption not in the text)"),
@@ -551,17 +577,74 @@ ARTEFACTS: tuple[Artefact, ...] = (
         in_registry=True,
     ),
     _a("Co-EPG", "Table 2", "result", "AndroidControl high/low step accuracy and their mean", in_registry=True),
-    _a("Co-EPG", "Table 3", "result", "decoupled planner-grounder vs end-to-end model (Avg SR)", in_registry=True),
-    _a("Co-EPG", "Table 4", "result", "C-DREM ablation (Avg SR)", in_registry=True),
-    _a("Co-EPG", "Table 5", "result", "effect of the C-DREM prior weights (1:1:1 to 1:1:3)", in_registry=True),
-    _a("Co-EPG", "Table 6", "result", "Mind2Web results per iteration, with and without GRPO", in_registry=True),
-    _a("Co-EPG", "Table 7", "result", "AndroidControl results per iteration, with and without GRPO", in_registry=True),
+    _a(
+        "Co-EPG",
+        "Table 3",
+        "result",
+        "decoupled planner-grounder vs end-to-end model (Avg SR)",
+        by=f"{_NB3}: table3_dual_vs_e2e",
+        status="partial",
+        in_registry=True,
+        note=_COEPG_TINY,
+    ),
+    _a(
+        "Co-EPG",
+        "Table 4",
+        "result",
+        "C-DREM ablation (Avg SR)",
+        by=f"{_NB3}: table4_cdrem_ablation",
+        status="partial",
+        in_registry=True,
+        note="short GRPO runs from pi_1 (the paper: M3); " + _COEPG_TINY,
+    ),
+    _a(
+        "Co-EPG",
+        "Table 5",
+        "result",
+        "effect of the C-DREM prior weights (1:1:1 to 1:1:3)",
+        by=f"{_NB3}: table5_priors",
+        status="partial",
+        in_registry=True,
+        note="Avg SR only, both readings of eq. 5; short GRPO runs from pi_1; " + _COEPG_TINY,
+    ),
+    _a(
+        "Co-EPG",
+        "Table 6",
+        "result",
+        "Mind2Web results per iteration, with and without GRPO",
+        by=f"{_NB3}: table6_iterations",
+        status="partial",
+        in_registry=True,
+        note="TM / SR per MiniGUI test split and Avg SR (no Ele.Acc / Op.F1); " + _COEPG_TINY,
+    ),
+    _a(
+        "Co-EPG",
+        "Table 7",
+        "result",
+        "AndroidControl results per iteration, with and without GRPO",
+        by=f"{_NB3}: table6_iterations",
+        status="partial",
+        in_registry=True,
+        note="the High column only (MiniGUI in-domain, goal only): table7_vs_paper; " + _COEPG_TINY,
+    ),
     _a("Co-EPG", "Table 8", "result", "OmniACT action score", in_registry=True),
     _a("Co-EPG", "Table 9", "prompt", "planner prompt for Multimodal-Mind2Web"),
     _a("Co-EPG", "Table 10", "prompt", "planner general-instruction prompt for AndroidControl"),
     _a("Co-EPG", "Table 11", "prompt", "useful-guidelines prompt for AndroidControl"),
-    _a("Co-EPG", "Table 12", "prompt", "high-level and low-level prompt layouts for AndroidControl"),
-    _a("Co-EPG", "Table 13", "prompt", "extra prompt used during data enhancement"),
+    _a(
+        "Co-EPG",
+        "Table 12",
+        "prompt",
+        "high-level and low-level prompt layouts for AndroidControl",
+        by="guirl.methods.coepg.prompts.planner_prompt (coepg.user_template)",
+    ),
+    _a(
+        "Co-EPG",
+        "Table 13",
+        "prompt",
+        "extra prompt used during data enhancement",
+        by="guirl.methods.coepg.prompts.enhancement_text",
+    ),
     # ------------------------------------------------------------------ CES
     _a("CES", "Figure 1", "diagram", "simple vs long-horizon tasks; single agent vs CES"),
     _a(
@@ -643,19 +726,36 @@ ARTEFACTS: tuple[Artefact, ...] = (
     # ------------------------------------------------------------------ AgentCPM-GUI
     _a("AgentCPM-GUI", "Figure 1", "diagram", "three-stage training framework"),
     _a("AgentCPM-GUI", "Figure 2", "qualitative", "demo episode on a real phone"),
-    _a("AgentCPM-GUI", "Table 1", "result", "CAGUI grounding: Fun2Point, Text2Point, Bbox2Text", in_registry=True),
-    _a("AgentCPM-GUI", "Table 2", "result", "TM/EM on AC-Low, AC-High, GUI-Odyssey, AITZ and CAGUI", in_registry=True),
+    _a(
+        "AgentCPM-GUI",
+        "Table 1",
+        "result",
+        "CAGUI grounding: Fun2Point, Text2Point, Bbox2Text",
+        by=f"{_NB7}: table1_grounding, table1_vs_paper",
+        status="partial",
+        in_registry=True,
+        note="the three tasks on MiniGUI test screens (not CAGUI); Stage I and our SFT / RFT models; " + _TINY7,
+    ),
+    _a(
+        "AgentCPM-GUI",
+        "Table 2",
+        "result",
+        "TM/EM on AC-Low, AC-High, GUI-Odyssey, AITZ and CAGUI",
+        by=f"{_NB7}: table2_tm_em, table2_ci, mapping_identity, table2_3_vs_paper",
+        status="partial",
+        in_registry=True,
+        note="MiniGUI's three test splits instead of the five benchmarks, under the agentcpm protocol; 01's models "
+        "re-scored through the unified mapping instead of the other families' baselines; " + _TINY7,
+    ),
     _a(
         "AgentCPM-GUI",
         "Table 3",
         "result",
         "before vs after reinforcement fine-tuning",
-        by=f"{_NB1}: agentcpm_table3_vs_paper",
+        by=f"{_NB7}: table3_paired, table2_3_vs_paper",
         status="partial",
         in_registry=True,
-        note="the SFT row only (AC-Low: 01's Low executor, AC-High: its main agent; TM and EM = our SR), on "
-        + _MINI
-        + "; no RFT yet",
+        note="SFT vs RFT paired, TM and EM per MiniGUI test split (High level); " + _TINY7,
     ),
     _a("AgentCPM-GUI", "Table 4", "hyperparameters", "SFT hyper-parameters"),
     _a("AgentCPM-GUI", "Table 5", "hyperparameters", "RFT hyper-parameters"),
@@ -705,12 +805,46 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Figure 7",
         "result",
         "distribution of Subgoal SR over task-model pairs",
-        note="no numbers in the text",
+        by=f"{_NB7}: figure7_subgoal_sr",
+        status="partial",
+        note="our four models on MiniGUI's online tasks; no numbers in the paper's text; " + _TINY7,
     ),
-    _a("AndroidLong", "Figure 8", "result", "Task SR per model and task category", note="no numbers in the text"),
-    _a("AndroidLong", "Figure 9", "result", "Subgoal SR per model and task category", note="no numbers in the text"),
-    _a("AndroidLong", "Figure 10", "result", "Task SR per model and application", note="no numbers in the text"),
-    _a("AndroidLong", "Figure 11", "result", "Subgoal SR per model and application", note="no numbers in the text"),
+    _a(
+        "AndroidLong",
+        "Figure 8",
+        "result",
+        "Task SR per model and task category",
+        by=f"{_NB7}: figures8_9_category, by_category",
+        status="partial",
+        note="MiniGUI's six categories; no numbers in the paper's text; " + _TINY7,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 9",
+        "result",
+        "Subgoal SR per model and task category",
+        by=f"{_NB7}: figures8_9_category, by_category",
+        status="partial",
+        note="MiniGUI's six categories; no numbers in the paper's text; " + _TINY7,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 10",
+        "result",
+        "Task SR per model and application",
+        by=f"{_NB7}: figures10_11_app, by_app",
+        status="partial",
+        note="MiniGUI's apps; no numbers in the paper's text; " + _TINY7,
+    ),
+    _a(
+        "AndroidLong",
+        "Figure 11",
+        "result",
+        "Subgoal SR per model and application",
+        by=f"{_NB7}: figures10_11_app, by_app",
+        status="partial",
+        note="MiniGUI's apps; no numbers in the paper's text; " + _TINY7,
+    ),
     _a("AndroidLong", "Figure 12", "qualitative", "error case: insufficient exploration"),
     _a("AndroidLong", "Figure 13", "qualitative", "error case: turn limit exceeded"),
     _a("AndroidLong", "Figure 14", "qualitative", "error case: insufficient reflection"),
@@ -724,10 +858,11 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 6",
         "result",
         "Task SR mean and std over three runs of the trained models",
-        by=f"{_NB1}: online_task_sr, online_by_category, online_vs_paper",
+        by=f"{_NB7}: table6_online, table6_paired, table6_vs_paper",
         status="partial",
         in_registry=True,
-        note="SFT row only, on MiniGUI; three sampled runs of the same tasks, as the paper (AL-01)",
+        note="the four rows (SFT / + GRPO, without / with memory) on MiniGUI's online tasks, sampled runs of the "
+        "same tasks (AL-01), paired differences; no 'w/o auto-entering app' row (AL-05); " + _TINY7,
     ),
     _a("AndroidLong", "Table 7", "hyperparameters", "RL hyper-parameters"),
     _a(
@@ -735,9 +870,21 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 8",
         "result",
         "Subgoal and Task SR per model: Bluecoins, Calendar, Clock",
+        by=f"{_NB7}: by_app, tables8_9_vs_paper",
+        status="partial",
         in_registry=True,
+        note="per MiniGUI app (Calendar shared with the paper); our four models only; " + _TINY7,
     ),
-    _a("AndroidLong", "Table 9", "result", "Subgoal and Task SR per model: Contacts, Map, Pimusic", in_registry=True),
+    _a(
+        "AndroidLong",
+        "Table 9",
+        "result",
+        "Subgoal and Task SR per model: Contacts, Map, Pimusic",
+        by=f"{_NB7}: by_app, tables8_9_vs_paper",
+        status="partial",
+        in_registry=True,
+        note="per MiniGUI app (Contacts shared with the paper); our four models only; " + _TINY7,
+    ),
 )
 
 

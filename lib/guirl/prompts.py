@@ -146,6 +146,25 @@ PROMPTS: dict[str, PromptInfo] = {
         PromptInfo("androidlong", "AndroidLong", "AndroidLong App. F.1 (proprietary models)", "system", "androidlong"),
         PromptInfo("coepg", "Co-EPG", "Co-EPG Table 12 (system role)", "system", "coepg_planner"),
         PromptInfo(
+            "coepg_short",
+            "Co-EPG",
+            "not from a paper: this project's short paraphrase of Co-EPG Tables 10 and 12 (the planner's output, "
+            "with the action words the coepg_planner writer writes)",
+            "system",
+            "coepg_planner",
+            note="the tiny profile's planner prompt (CPU budget; Tables 10-12 are about 1,000 tokens)",
+            from_paper=False,
+        ),
+        PromptInfo(
+            "coepg_grounder",
+            "Co-EPG",
+            "not from a paper: the grounder's prompt (Co-EPG gives none; Fig. 8 shows its answer 'Coordinate: (x, y)')",
+            "system",
+            "coepg_grounder",
+            note="the user turn is the screenshot and the plan (guirl.methods.coepg.prompts.grounder_prompt)",
+            from_paper=False,
+        ),
+        PromptInfo(
             "coepg_mind2web",
             "Co-EPG",
             "Co-EPG Table 9 (Multimodal-Mind2Web)",

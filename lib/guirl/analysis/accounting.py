@@ -377,7 +377,40 @@ def history_tokens(
     return prompt_length(0, image_sizes, min_pixels=min_pixels, max_pixels=max_pixels)
 
 
+def action_token_table(
+    actions: Sequence[Any], ctx: Any, tokenizers: Mapping[str, Any], formats: Sequence[str] | None = None
+) -> Any:
+    """Tokens per action of every output format (AgentCPM-GUI's compactness claim, Sec. 2.2: 9.7 per
+    action with its own tokenizer): a ``pandas.DataFrame`` with one row per format, ``actions`` (how
+    many of ``actions`` it can express) and one column of mean tokens per tokenizer of ``tokenizers``
+    (:func:`tokens_per_action`). ``ctx``: the :class:`guirl.actions.FormatContext` (screen size and
+    pixel budget). Notebooks 05 and 07 show it."""
+    import math
+
+    import pandas as pd
+
+    from guirl.actions import FORMAT_NAMES, get_format
+    from guirl.actions.types import ActionError
+
+    rows = []
+    for name in formats or FORMAT_NAMES:
+        fmt = get_format(name)
+        ok = []
+        for a in actions:
+            try:
+                fmt.format(a, ctx)
+            except ActionError:
+                continue
+            ok.append(a)
+        row: dict[str, Any] = {"format": name, "actions": len(ok)}
+        for tok_name, tok in tokenizers.items():
+            row[tok_name] = tokens_per_action(ok, name, tok, ctx=ctx) if ok else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 __all__ = [
+    "action_token_table",
     "SPECIAL_TOKENS_PER_IMAGE",
     "TRAIN_FLOPS_MULTIPLIER",
     "image_tokens",

@@ -30,6 +30,7 @@ __all__ = [
     "names",
     "all_methods",
     "get_reward",
+    "reward_fn",
     "reward_names",
     "roles",
     "role_names",
@@ -98,11 +99,24 @@ def get_reward(name: str) -> RewardSpec:
         raise KeyError(f"unknown reward {name!r}; known rewards: {', '.join(reward_names())}") from None
 
 
+def reward_fn(cfg: Any, spec: RewardSpec) -> Any:
+    """The function of reward ``spec`` bound to the run config: a method's reward takes the settings
+    of its method's section when the run sets that section and the section builds them
+    (``reward_config()``, e.g. ``agentcpm.rft.reward_rules`` / ``reward_schema``); otherwise the
+    reward's own defaults."""
+    from functools import partial
+
+    section = getattr(cfg, spec.name, None)
+    if spec.name in _MODULES and section is not None and hasattr(section, "reward_config"):
+        return partial(spec.fn, cfg=section.reward_config())
+    return spec.fn
+
+
 def _grpo_hooks(cfg: Any, inputs: HookInputs) -> RLHooks:
     """Role ``grpo``: single-turn GRPO (:func:`guirl.rl.hooks.single_turn_hooks`) with the reward
-    of ``rl.reward`` (``null``: CCPO's reward)."""
+    of ``rl.reward`` (``null``: CCPO's reward), bound to its method's section (:func:`reward_fn`)."""
     spec = inputs.reward or get_reward("ccpo")
-    return single_turn_hooks(cfg, inputs, spec.fn)
+    return single_turn_hooks(cfg, inputs, reward_fn(cfg, spec))
 
 
 #: Roles that belong to no paper: ``grpo`` is single-turn GRPO on recorded steps with any

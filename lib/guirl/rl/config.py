@@ -36,7 +36,12 @@ class RLConfig(Section):
     normalised by ``max_new_tokens``, Dr. GRPO). ``dapo_std_threshold``: ``null`` keeps every
     group; a number turns DAPO dynamic sampling on (groups whose reward std is at most the
     threshold are dropped, 0 drops only constant groups, and more prompts are drawn, at most
-    ``max_draws`` times per step, until ``prompts_per_step`` groups are kept).
+    ``max_draws`` times per step, until ``prompts_per_step`` groups are kept). ``lora``: ``false``
+    trains every parameter (CCPO Table 8 is a full-parameter verl setup and lists no LoRA; the
+    reference is a frozen copy of the starting weights); ``true`` trains a fresh LoRA adapter
+    (rank, alpha, dropout of the ``lora`` section) at its own ``lora_learning_rate`` (an adapter
+    started at zero barely moves at the full-parameter 5e-7), the reference being the adapter
+    switched off. The ``lora`` section's ``enabled`` is the SFT stages' setting (CCPO Table 7).
     """
 
     role: Annotated[str, Registered("rl_role")] = "grpo"
@@ -52,7 +57,9 @@ class RLConfig(Section):
     max_new_tokens: int = Field(default=128, ge=1)  # CCPO Table 8 max_response_length
     temperature: float = Field(default=1.0, gt=0)  # verl rollout default
     top_p: float = Field(default=1.0, gt=0, le=1)  # verl rollout default
-    learning_rate: float = Field(default=5e-7, gt=0)  # CCPO Table 8
+    learning_rate: float = Field(default=5e-7, gt=0)  # CCPO Table 8 (all parameters)
+    lora: bool = False  # CCPO Table 8 lists no LoRA (verl actor: all parameters); true: an option
+    lora_learning_rate: float = Field(default=1e-5, gt=0)  # not a paper value: lr of rl.lora (adapter from zero)
     warmup_steps: int = Field(default=0, ge=0)  # verl actor default (no warm-up)
     weight_decay: float = Field(default=0.01, ge=0)  # verl actor optimiser default
     max_grad_norm: float = Field(default=1.0, gt=0)  # verl actor grad_clip default

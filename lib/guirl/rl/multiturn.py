@@ -67,6 +67,7 @@ __all__ = [
     "GroupRecord",
     "GroupHistoryBuilder",
     "Matcher",
+    "rules_matcher",
     "episode_tasks",
     "step_row",
     "step_ground_truth",
@@ -87,6 +88,22 @@ IMAGE_SPECIAL_TOKENS = 2
 #: ``matcher(parsed, gt)``: whether a step's output matches the annotation (the patch module and
 #: the cut of the step returns; UI-S1's ``extract_match``).
 Matcher = Callable[[ParseResult, GroundTruth], bool]
+
+
+def rules_matcher(rules: str) -> Matcher:
+    """The patch module's "matched" under a matching rule set: the output parsed and its type and
+    arguments match the annotation (:func:`guirl.rewards.base.match_gt` ``.exact``). With
+    ``semi_online.match_rules`` (``uis1_reward``) it is UI-S1's ``extract_match``, the rule SO-RL
+    and, by default, CCPO decide with."""
+    from guirl.matching import get_rules
+    from guirl.rewards.base import match_gt
+
+    rule_set = get_rules(rules)  # an unknown name fails here, not at the first step
+
+    def matched(parsed: ParseResult, gt: GroundTruth) -> bool:
+        return bool(parsed.ok and parsed.action is not None and match_gt(parsed.action, gt, rule_set).exact)
+
+    return matched
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from guirl.configbase import Section
 from guirl.rl.advantages import group_advantages
@@ -81,7 +81,12 @@ class SemiOnlineConfig(Section):
     of ``A_episode + omega * A_step``. ``advantage_mode``: ``mean_std_norm`` or ``mean_norm``.
     ``episode_return``: ``trajectory`` or ``step_reward`` (module doc). ``dapo_select``:
     ``top_std`` (Algorithm 1: keep the top-B groups by the DAPO std) or ``first`` (the released
-    code: the first B in draw order).
+    code: the first B in draw order). ``match_rules``: the matching rule set
+    (:data:`guirl.matching.RULES`) of the patch module's "matched" decision (keep / patch / stop
+    and the cut of the step returns): UI-S1's ``extract_match`` (rule set ``uis1_reward``: inside a
+    1.2x candidate box or within 0.04 of the point, :func:`guirl.rl.multiturn.rules_matcher`).
+    SO-RL decides with it, and so does CCPO unless ``ccpo.match_rule`` names CCPO's own rule: CCPO
+    follows SO-RL's semi-online procedure (App. A.1.2) and states no patch rule of its own.
     """
 
     gamma: float = Field(default=0.5, ge=0, le=1)  # CCPO Table 8 reward discount (SO RL): AC 0.5; GUI-O, AITW, M2W 0.3
@@ -90,6 +95,18 @@ class SemiOnlineConfig(Section):
     advantage_mode: Literal["mean_std_norm", "mean_norm"] = "mean_std_norm"  # UI-S1 train_example.sh (not in CCPO)
     episode_return: Literal["trajectory", "step_reward"] = "trajectory"  # module doc; "step_reward": UI-S1 code
     dapo_select: Literal["top_std", "first"] = "top_std"  # CCPO Algorithm 1 line 26; "first": UI-S1 code
+    match_rules: str = "uis1_reward"  # UI-S1 extract_match (CCPO A.1.2 follows SO-RL); a guirl.matching rule set
+
+    @field_validator("match_rules")
+    @classmethod
+    def _known_rules(cls, value: str) -> str:
+        from guirl.matching import get_rules
+
+        try:
+            get_rules(value)
+        except KeyError as e:  # pydantic reports ValueErrors as one-line config errors
+            raise ValueError(str(e).strip("'\"")) from None
+        return value
 
 
 @dataclass(frozen=True)

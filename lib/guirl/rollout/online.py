@@ -34,6 +34,8 @@ ONLINE_FIELDS = (
     "n_unparsable",
     "n_invalid",
     "actions",
+    "stopped",
+    "trace",
 )
 
 #: Characters of an unparsable output kept in the history.
@@ -75,8 +77,12 @@ def play_online(
         Records with :data:`ONLINE_FIELDS`: ``success`` (the task's check on the final state),
         ``subgoals_done`` / ``subgoals_total`` / ``subgoal_rate``, ``turns`` taken,
         ``n_unparsable`` outputs, ``n_invalid`` actions the phone rejected, ``actions`` (the
-        parsed actions as dicts, in order), in the order of ``tasks``; an agent whose steps carry
-        ``info`` adds ``agent_info`` (one dict per turn).
+        parsed actions as dicts, in order), ``stopped`` (the agent ended the episode itself, by
+        terminating or answering, rather than running out of turns) and ``trace`` (one dict per
+        turn: ``screen``, the ``"<app>/<screen>"`` the turn acted on; ``parsed``; the phone's
+        ``effect``, ``"changed"`` or ``"no_change"``, and ``invalid`` reason, ``None`` for an
+        unparsable output), in the order of ``tasks``; an agent whose steps carry ``info`` adds
+        ``agent_info`` (one dict per turn).
     """
     from tqdm.auto import tqdm
 
@@ -102,6 +108,8 @@ def play_online(
                 "n_invalid": 0,
                 "actions": [],
                 "agent_info": [],
+                "stopped": False,
+                "trace": [],
                 "done": False,
             }
         )
@@ -131,8 +139,11 @@ def play_online(
             if answer.info:
                 r["agent_info"].append(dict(answer.info))
             parsed = fmt.parse(text, ctx)
+            ui = envs[i].state.ui
+            screen = f"{ui.app}/{ui.screen}"
             if not parsed.ok:
                 r["n_unparsable"] += 1
+                r["trace"].append({"screen": screen, "parsed": False, "effect": None, "invalid": None})
                 hist[i].append((text.strip()[:UNPARSABLE_HISTORY_CHARS], obs[i]["screenshot"]))
                 continue
             a = parsed.action
@@ -140,8 +151,13 @@ def play_online(
             hist[i].append((fmt.format(a, ctx) if fmt.can_format(a) else text, obs[i]["screenshot"]))
             o, _, terminated, truncated, info = envs[i].step(a)
             obs[i] = o
+            r["trace"].append(
+                {"screen": screen, "parsed": True, "effect": info.get("effect"), "invalid": info.get("invalid")}
+            )
             if info.get("invalid"):
                 r["n_invalid"] += 1
+            if terminated:
+                r["stopped"] = True
             if terminated or truncated:
                 r["done"] = True
     out = []

@@ -473,14 +473,15 @@ MODELS: dict[str, tuple[str, bool]] = {
 
 
 def models_to_compare(cfg: Any, history: str = HISTORY) -> dict[str, dict[str, Any]]:
-    """``{stage: result.json}`` of the stages :data:`MODELS` reads: 01's main SFT agent and 02's
-    SO-RL and CCPO models at ``history`` (clear errors naming ``make nb-01_sft`` /
-    ``make nb-02_ccpo_rl`` when they have not run)."""
+    """``{stage: result.json}`` of the stages :data:`MODELS` reads: 01's SFT model of ``history``
+    (the one 02's RL at that setting started from) and 02's SO-RL and CCPO models at ``history``
+    (clear errors naming ``make nb-01_sft`` / ``make nb-02_ccpo_rl`` when they have not run)."""
+    from guirl.studies.shared.agents import sft_result
     from guirl.studies.shared.inputs import upstream_result
     from guirl.studies.shared.rl_runs import stage_name
 
     return {
-        "SFT": upstream_result(cfg, "01_sft", "sft"),
+        "SFT": sft_result(cfg, history),
         "SO-RL": upstream_result(cfg, "02_ccpo_rl", stage_name("semi_online", history)),
         "CCPO": upstream_result(cfg, "02_ccpo_rl", stage_name("ccpo", history)),
     }

@@ -17,6 +17,10 @@
 * :func:`reward_curve` / :func:`plot_reward_curve`: CCPO Figure 6; :func:`roi_samples` /
   :func:`plot_rois`: progressive rollouts of a policy on a few training episodes and the history
   screenshots with the aggregated ROIs drawn on them.
+* :func:`greedy_changed`: did RL move the greedy policy (share of test steps whose greedy output
+  differs from the SFT model's, with an interval); :func:`time_breakdown`: where an RL step's time
+  goes (rollouts, reward, reference / old log-probs, gradient steps) beside Table 4's s/step;
+  :func:`restrict_records`: records on the test steps of other records (pairing subsets).
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ from guirl.studies.shared.paired import paired_table
 from guirl.studies.shared.rl_runs import LABELS, RL_METHODS, RLRun, rl_log, rl_stage_config
 
 __all__ = [
+    "CASC_ONLY",
+    "greedy_changed",
+    "time_breakdown",
+    "restrict_records",
     "main_runs",
     "ablation_runs",
     "fit_cost_model",
@@ -184,12 +192,9 @@ def roi_samples(
     ``model`` (a stage result, e.g. an RL or SFT ``result.json``, or a full-model folder) on the
     first ``n_episodes`` training episodes; returns the
     :class:`guirl.methods.ccpo.progressive.ROIRecord` of every history screenshot CASC showed."""
-    from functools import partial
-
     from guirl.data.splits import load_splits
-    from guirl.methods.ccpo.config import reward_config
-    from guirl.methods.ccpo.history import ccpo_section, training_history
-    from guirl.methods.ccpo.reward import ccpo_match
+    from guirl.methods.ccpo.history import training_history
+    from guirl.methods.ccpo.rl import ccpo_matcher
     from guirl.models import load_model, load_processor, load_trained
     from guirl.prompts import prompt_spec
     from guirl.rl.multiturn import episode_tasks, semi_online_rollout
@@ -211,7 +216,7 @@ def roi_samples(
     policy = HFPolicy(net, processor, max_new_tokens=rl.max_new_tokens, batch_size=rl.rollout_batch_size)
     so = getattr(stage_cfg, "semi_online", None) or SemiOnlineConfig()
     hook = semi_online_rollout(
-        partial(ccpo_match, cfg=reward_config(ccpo_section(stage_cfg))),
+        ccpo_matcher(stage_cfg),
         patch_threshold=so.patch_threshold,
         min_pixels=m.min_pixels,
         max_pixels=m.max_pixels,
@@ -252,6 +257,10 @@ def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, 
 
 
 # ----------------------------------------------------------------------------- notebook 02's grid
+#: Label of Table 5's "+ CASC" run: CCPO's loop and CASC with SO-RL's (UI-S1's) reward.
+CASC_ONLY = "CASC (UI-S1 reward)"
+
+
 def main_runs(cfg: Config) -> list[RLRun]:
     """SO-RL and CCPO at every ``eval.histories`` setting (CCPO Tables 2 and 4), SO-RL first;
     labels ``SO-RL`` / ``CCPO`` (the history setting is a column of the tables)."""
@@ -260,21 +269,27 @@ def main_runs(cfg: Config) -> list[RLRun]:
 
 def ablation_runs(cfg: Config) -> list[RLRun]:
     """The extra CCPO runs of the ablations at ``ccpo.ablation_history`` (none when it is null):
-    ``+CASC`` without the distance reward (Table 5, ``ccpo.distance_credit: false``), MIN-COMPRESS
-    (Table 10, ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
-    ``rl.group_size`` (Table 11; the main CCPO run is the ``rl.group_size`` row)."""
+    "+ CASC" of Table 5 (:data:`CASC_ONLY`: CCPO's loop with SO-RL's reward, ``rl.reward:
+    semi_online``; SO-RL and CCPO decide "matched" with one rule, so against SO-RL it changes CASC
+    alone, and "+ CASC + CR", full CCPO, adds the coordinate-aware reward), MIN-COMPRESS (Table 10,
+    ``ccpo.compress: min``) and every ``ccpo.ablation_group_sizes`` value other than
+    ``rl.group_size`` (Table 11; the main CCPO run is the ``rl.group_size`` row), each
+    ``ccpo.ablation_max_steps`` RL steps when set."""
     from guirl.methods.ccpo.history import ccpo_section
 
     sec = ccpo_section(cfg)
     h = sec.ablation_history
     if h is None:
         return []
+    steps: tuple[tuple[str, Any], ...] = (
+        () if sec.ablation_max_steps is None else (("rl.max_steps", sec.ablation_max_steps),)
+    )
     runs = [
-        RLRun("ccpo", h, "CCPO w/o CR", "nocr", (("ccpo.distance_credit", False),)),
-        RLRun("ccpo", h, "CCPO MIN", "min", (("ccpo.compress", "min"),)),
+        RLRun("ccpo", h, CASC_ONLY, "casc", (("rl.reward", "semi_online"), *steps)),
+        RLRun("ccpo", h, "CCPO MIN", "min", (("ccpo.compress", "min"), *steps)),
     ]
     runs += [
-        RLRun("ccpo", h, f"CCPO {g} rollouts", f"g{g}", (("rl.group_size", g),))
+        RLRun("ccpo", h, f"CCPO {g} rollouts", f"g{g}", (("rl.group_size", g), *steps))
         for g in sec.ablation_group_sizes
         if g != cfg.rl.group_size
     ]
@@ -456,3 +471,100 @@ def plot_prompt_tokens(curves: pd.DataFrame):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------- did RL move the policy
+def _step_key(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (r["split"], r["history"], r["episode_id"], r["step_id"], r.get("seed", 0))
+
+
+def restrict_records(records: Sequence[dict[str, Any]], like: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``records`` on a test step (split, history, episode, step, seed) that ``like`` has, e.g.
+    400-step records cut to the 60 steps a study-sized evaluation scored, so the two pair."""
+    keys = {_step_key(r) for r in like}
+    return [r for r in records if _step_key(r) in keys]
+
+
+def greedy_changed(
+    records: Sequence[dict[str, Any]],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Whether RL moved the greedy policy: for each ``(before, after)`` model pair and each (split,
+    history) both were scored on, the share (%) of the same test steps whose greedy output text
+    differs (``changed``, 95% percentile bootstrap interval over steps ``lo`` / ``hi``) and whose
+    parsed action differs (``action_changed``), and the steps that became right / wrong under the
+    protocol (``fixed`` / ``broken``, counts over counted steps). ``n_steps``: steps compared."""
+    rng = np.random.default_rng(seed)
+    by = {}
+    for r in records:
+        by.setdefault(r["model"], {})[_step_key(r)] = r
+    rows = []
+    for before, after in pairs:
+        if before not in by or after not in by:
+            raise KeyError(f"greedy_changed: no records of {before if before not in by else after!r}")
+        cells: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
+        for k, rb in by[before].items():
+            ra = by[after].get(k)
+            if ra is not None:
+                cells.setdefault((k[0], k[1]), []).append((rb, ra))
+        for (split, history), both in cells.items():
+            diff = np.array([rb["output"] != ra["output"] for rb, ra in both], dtype=float)
+            act = np.array([rb["pred_action"] != ra["pred_action"] for rb, ra in both], dtype=float)
+            boot = diff[rng.integers(0, len(diff), (n_boot, len(diff)))].mean(1)
+            lo, hi = (100.0 * float(x) for x in np.quantile(boot, [0.025, 0.975]))
+            counted = [(rb, ra) for rb, ra in both if rb.get("counted", True)]
+            rows.append(
+                {
+                    "before": before,
+                    "after": after,
+                    "split": split,
+                    "history": history,
+                    "changed": 100.0 * float(diff.mean()),
+                    "lo": lo,
+                    "hi": hi,
+                    "action_changed": 100.0 * float(act.mean()),
+                    "fixed": sum(1 for rb, ra in counted if not rb["exact"] and ra["exact"]),
+                    "broken": sum(1 for rb, ra in counted if rb["exact"] and not ra["exact"]),
+                    "n_steps": len(both),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+#: The parts of an RL step's time (``rl_log.jsonl`` fields, :data:`guirl.train.rl.LOG_FIELDS`) in
+#: :func:`time_breakdown`'s column order; "other" is the rest of ``step_seconds``.
+TIME_PARTS: dict[str, str] = {
+    "gen_seconds": "rollouts (s)",
+    "reward_seconds": "reward (s)",
+    "logprob_ref_seconds": "ref log-probs (s)",
+    "logprob_old_seconds": "old log-probs (s)",
+    "grad_seconds": "fwd+bwd+optim (s)",
+}
+
+
+def time_breakdown(
+    logs: Mapping[tuple[str, str], pd.DataFrame | Mapping[str, Any] | str | Path], *, skip_first: int = 1
+) -> pd.DataFrame:
+    """Where an RL step's time goes: per run (keyed ``(method, history)`` as :func:`table4`), the
+    mean seconds per step of each :data:`TIME_PARTS` field and of the rest (``other``: prompt
+    encoding and bookkeeping) over the same steps :func:`table4` averages (after ``skip_first``,
+    updated steps), the step total (``s/step``, Table 4's) and each part's share of it (%)."""
+    rows = []
+    for (method, history), v in logs.items():
+        df = _usable_steps(v if isinstance(v, pd.DataFrame) else rl_log(v), skip_first)
+        if df.empty:
+            raise ValueError(f"time_breakdown: no usable step of {method} {history}")
+        total = float(df["step_seconds"].mean())
+        row: dict[str, Any] = {"Model": LABELS.get(method, method), "History Length": history}
+        parts = {name: float(df[k].fillna(0.0).mean()) if k in df else math.nan for k, name in TIME_PARTS.items()}
+        row.update(parts)
+        row["other (s)"] = total - sum(v for v in parts.values() if math.isfinite(v))
+        row["s/step"] = total
+        for name in [*TIME_PARTS.values(), "other (s)"]:
+            row[name.replace("(s)", "(%)")] = 100.0 * row[name] / total if total > 0 else math.nan
+        row["steps"] = len(df)
+        rows.append(row)
+    return pd.DataFrame(rows)

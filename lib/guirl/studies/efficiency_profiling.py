@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
+from guirl.analysis.accounting import action_token_table
 from guirl.analysis.cost import CostFit, ceiling_speedup, fit_cost_models
 from guirl.analysis.profiling import analytic_forward_flops
 from guirl.config import Config
@@ -423,34 +424,6 @@ def inference_table(
     for n in configs:
         out[f"flops_reduction_{n}"] = ref[f"tflops_{n}"].to_numpy() / out[f"tflops_{n}"].to_numpy()
     return out
-
-
-def action_token_table(
-    actions: Sequence[Any], ctx: Any, tokenizers: Mapping[str, Any], formats: Sequence[str] | None = None
-) -> pd.DataFrame:
-    """Tokens per action of every output format (AgentCPM-GUI's compactness claim): one row per
-    format, ``actions`` (how many of ``actions`` it can express) and one column of mean tokens per
-    tokenizer of ``tokenizers`` (:func:`guirl.analysis.accounting.tokens_per_action`). ``ctx``: the
-    :class:`guirl.actions.FormatContext` (screen size and pixel budget)."""
-    from guirl.actions import FORMAT_NAMES, get_format
-    from guirl.actions.types import ActionError
-    from guirl.analysis.accounting import tokens_per_action
-
-    rows = []
-    for name in formats or FORMAT_NAMES:
-        fmt = get_format(name)
-        ok = []
-        for a in actions:
-            try:
-                fmt.format(a, ctx)
-            except ActionError:
-                continue
-            ok.append(a)
-        row: dict[str, Any] = {"format": name, "actions": len(ok)}
-        for tok_name, tok in tokenizers.items():
-            row[tok_name] = tokens_per_action(ok, name, tok, ctx=ctx) if ok else math.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- notebook 05's flow

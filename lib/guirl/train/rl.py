@@ -31,19 +31,21 @@ A role supplies :class:`guirl.rl.hooks.RLHooks` (built by its ``Method.hooks`` e
 One step (CCPO Algorithm 1 lines 3-45, with ``num_iterations = 1``): draw tasks, roll out with
 the current policy (eval mode, seeded by ``(seed, step, draw, rank)``), score, filter, compute
 advantages on the kept samples; shuffle them into ``rl.mini_batches`` mini-batches; before the
-first update compute the reference log-probs (``beta > 0``: the base model, i.e. the LoRA
-adapter disabled, or a frozen copy of the initial weights) and, with more than one mini-batch,
+first update compute the reference log-probs (``beta > 0``: a frozen copy of the initial weights
+when all parameters train, the default and CCPO Table 8's setup; the LoRA adapter disabled with
+``rl.lora``) and, with more than one mini-batch,
 the old log-probs; for each mini-batch accumulate micro-batch gradients of
 :func:`guirl.rl.losses.policy_loss` normalised by the mini-batch's *global* token (or sequence)
 count across micro-batches and data-parallel ranks, clip the gradient norm and step AdamW.
 
 Files under ``output_dir``: ``checkpoint-<step>/`` (``accelerate`` state: model, optimizer,
-RNG of every rank; ``engine.json``: step, task-stream cursor, counters, training seconds so far
-and the learning-rate schedule, as plain JSON), written to a temporary name and renamed, so a
+scheduler, RNG of every rank; ``engine.json``: step, task-stream cursor, counters, training seconds
+so far and the learning-rate schedule, as plain JSON), written to a temporary name and renamed, so a
 killed run resumes from the last complete one; ``rl_log.jsonl`` (one JSON object per step,
 :data:`LOG_FIELDS`; rows after the resumed step, and a last line cut short by a kill, are dropped
-on resume); ``final/`` (the LoRA adapter, or the full model) with the processor; ``result.json``
-last (its presence means done; ``guirl.evaluate.load_trained`` reads it).
+on resume); ``final/`` (the full model, or the LoRA adapter with ``rl.lora``) with the processor;
+``result.json`` last (its presence means done; ``guirl.models.load_trained`` reads it; it records
+the trained and total parameter counts and the learning rate used).
 
 A resume unpickles nothing but tensors and plain data: the files of a checkpoint are read with
 ``torch.load(weights_only=True)`` (accelerate's loader; the RNG states are checked first, since
@@ -124,6 +126,9 @@ LOG_FIELDS: dict[str, str] = {
     "gen_seconds": "rollout time (generation + prompt building)",
     "reward_seconds": "reward time",
     "update_seconds": "reference / old log-probs + forward/backward + optimizer",
+    "logprob_ref_seconds": "of update_seconds: reference log-probs (a forward of the frozen model / adapter off)",
+    "logprob_old_seconds": "of update_seconds: old log-probs (with more than one mini-batch)",
+    "grad_seconds": "of update_seconds: forward + backward passes and optimizer steps of the mini-batches",
     "step_seconds": "whole step, wall clock",
 }
 
@@ -473,16 +478,24 @@ class _Engine:
         # reference (and, with several updates per batch, old) log-probs before any update
         pre: dict[int, dict[str, torch.Tensor]] = {}
         need_old = rl.mini_batches > 1
+        ref_s = old_s = 0.0
         for mini in minis:
             for micro in mini:
+                t0 = time.perf_counter()
                 batch = self._encode(micro)
+                enc_s = time.perf_counter() - t0
                 extra: dict[str, torch.Tensor] = {}
                 if rl.beta > 0:
+                    t0 = time.perf_counter()
                     extra["ref"] = self._ref_logprobs(batch)
+                    ref_s += time.perf_counter() - t0 + enc_s
                 if need_old:
+                    t0 = time.perf_counter()
                     with torch.no_grad():
                         extra["old"] = self._logprobs(self.model, batch)[0]
+                    old_s += time.perf_counter() - t0 + (0.0 if rl.beta > 0 else enc_s)
                 pre[id(micro)] = extra
+        t_grad = time.perf_counter()
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "tok": 0.0, "prompt": 0.0}
         grad_norms = []
         norm_len = self._norm_len()
@@ -540,8 +553,12 @@ class _Engine:
         tot = self._sum(
             [sums["loss"], sums["pg_loss"], sums["kl"], sums["ent"], sums["clip"], sums["tok"], sums["prompt"]]
         )
+        grad_s = time.perf_counter() - t_grad
         n = self._sum([len(samples), sum(abs(s.advantage) for s in samples)])
         return {
+            "logprob_ref_seconds": ref_s,
+            "logprob_old_seconds": old_s,
+            "grad_seconds": grad_s,
             "loss": tot[0] / self.world,
             "pg_loss": tot[1] / self.world,
             "kl": tot[2] / tot[5] if tot[5] else 0.0,
@@ -557,6 +574,9 @@ class _Engine:
 
 #: Log fields that only an update produces (null on a skipped step).
 _UPDATE_FIELDS = (
+    "logprob_ref_seconds",
+    "logprob_old_seconds",
+    "grad_seconds",
     "loss",
     "pg_loss",
     "kl",
@@ -659,12 +679,19 @@ def train_rl(
             f"rl.prompts_per_step ({rl.prompts_per_step}) is below the number of processes ({acc.num_processes}): "
             "every rank needs at least one task per draw"
         )
+    if acc.state.deepspeed_plugin is not None and acc.state.deepspeed_plugin.zero_stage == 3:
+        raise ValueError(
+            "DeepSpeed ZeRO-3 shards the weights the rollouts generate with, and semi-online ranks run different "
+            "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
+        )
     model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
     acc.wait_for_everyone()
     ref_model = None
-    if cfg.lora.enabled:
+    if rl.lora:
         model = apply_lora(model, r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
-    elif rl.beta > 0:
+    else:  # every parameter (a merged SFT adapter comes back frozen from PEFT)
+        model.requires_grad_(True)
+    if not rl.lora and rl.beta > 0:
         from guirl.models import load_model
 
         ref_model = load_model(
@@ -675,8 +702,12 @@ def train_rl(
             **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
         ).to(acc.device)
         ref_model.requires_grad_(False).eval()
+    if cfg.runtime.activation_checkpointing:  # recompute activations in the update's backward (docs/rl.md, memory)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
+    n_params = (sum(p.numel() for p in params), sum(p.numel() for p in model.parameters()))
+    lr = rl.lora_learning_rate if rl.lora else rl.learning_rate
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=rl.weight_decay)
     warm = rl.warmup_steps * rl.mini_batches
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / warm) if warm else 1.0)
     # the scheduler is stepped once per update by the engine, not prepared: accelerate's wrapper
@@ -747,7 +778,10 @@ def train_rl(
         "role": rl.role,
         "base_model": str(start),
         "final": str(final),
-        "adapter": bool(cfg.lora.enabled),
+        "adapter": bool(rl.lora),
+        "trainable_parameters": n_params[0],
+        "parameters": n_params[1],
+        "learning_rate": lr,
         "resumed_from": str(resume) if resume is not None else None,
         "global_step": engine.state.step,
         "first_step": first,

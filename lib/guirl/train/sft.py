@@ -132,6 +132,33 @@ def build_records(
     )
 
 
+def merged_base(cfg: Config, base_model: Path, output_dir: Path) -> Path:
+    """The full-weight folder a stage starts from: ``base_model`` itself, or, when it is a LoRA
+    adapter (a LoRA SFT result that a later stage continues), the adapter merged into its base model,
+    saved once to ``output_dir/base_merged`` with the base's processor (the main process writes it,
+    the others wait)."""
+    adapter_cfg = base_model / "adapter_config.json"
+    if not adapter_cfg.is_file():
+        return base_model
+    from accelerate import PartialState
+
+    merged = output_dir / "base_merged"
+    with PartialState().main_process_first():
+        if not (merged / "config.json").is_file():
+            from peft import PeftModel
+
+            from guirl.models import load_model, load_processor
+
+            parent = Path(json.loads(adapter_cfg.read_text())["base_model_name_or_path"])
+            model = PeftModel.from_pretrained(load_model(parent, dtype=cfg.model.torch_dtype), str(base_model))
+            tmp = output_dir / "base_merged.tmp"
+            model.merge_and_unload().save_pretrained(str(tmp))
+            m = cfg.model
+            load_processor(parent, min_pixels=m.min_pixels, max_pixels=m.max_pixels).save_pretrained(str(tmp))
+            tmp.rename(merged)
+    return merged
+
+
 def _logging_steps(max_steps: int | None) -> int:
     """Log about 10 points of the loss curve per stage (every step for very short runs)."""
     return 10 if max_steps is None else max(1, min(10, max_steps // 10))
@@ -194,7 +221,8 @@ def train(
     inputs: dict[str, Path] | None = None,
 ) -> dict[str, Any]:
     """Run one stage to completion (resuming from the last checkpoint) and return its result;
-    ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file)."""
+    ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file).
+    ``base_model`` may be a LoRA adapter folder (:func:`merged_base`)."""
     import torch
     from trl import SFTTrainer
 
@@ -209,6 +237,7 @@ def train(
         return json.loads(done.read_text())
     torch.manual_seed(cfg.seed)
     m = cfg.model
+    base_model = merged_base(cfg, Path(base_model), output_dir)
     processor = load_processor(base_model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
     model = load_model(
         base_model,

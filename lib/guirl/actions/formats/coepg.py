@@ -11,7 +11,9 @@ grounding model turns the plan into a point. Two formats:
   (the task is over, done or impossible: a terminate whose status the paper leaves undecided,
   read as success with ``extra["status_undecided"]``) and Mind2Web's ``CLICK``, ``TYPE``,
   ``SELECT`` (value = option); plus ``type``, ``complete``, ``press_enter``, ``hover`` and
-  ``enter`` as aliases. The paper writes the tags labelled, ``<plan> ELEMENT: ... </plan>``,
+  ``enter`` as aliases, and ``answer`` (value = the answer text; not in Tables 9-10: MiniGUI's
+  information queries end with an answer, which neither benchmark's vocabulary has).
+  The paper writes the tags labelled, ``<plan> ELEMENT: ... </plan>``,
   ``<action> ACTION: click </action>``, ``<value> VALUE: cats </value>`` with ``None`` for no
   value: labels are stripped, words read case-insensitively, ``None`` is no value.
   ``<value>`` may be omitted or empty when unused. A type action takes
@@ -57,7 +59,12 @@ _POINT_TYPES = {
     "hover": ActionType.HOVER,
     "enter": ActionType.PRESS,
 }
-_TEXT_TYPES = {"type": ActionType.TYPE, "input_text": ActionType.TYPE, "open_app": ActionType.OPEN_APP}
+_TEXT_TYPES = {
+    "type": ActionType.TYPE,
+    "input_text": ActionType.TYPE,
+    "open_app": ActionType.OPEN_APP,
+    "answer": ActionType.ANSWER,
+}
 _LABEL = re.compile(r"^\s*(?:ELEMENT|ACTION|VALUE)\s*:\s*", re.IGNORECASE)
 
 
@@ -83,6 +90,7 @@ class CoEPGPlannerFormat(ActionFormat):
             ActionType.WAIT,
             ActionType.TERMINATE,
             ActionType.HOVER,
+            ActionType.ANSWER,
         }
     )
     keeps = {
@@ -158,7 +166,7 @@ class CoEPGPlannerFormat(ActionFormat):
                 value = a.text or ""
             if not plan:
                 raise ActionError(f"coepg_planner: a {t.value} action needs a plan (extra['plan'] or thought)")
-        elif t in (ActionType.TYPE, ActionType.OPEN_APP):
+        elif t in (ActionType.TYPE, ActionType.OPEN_APP, ActionType.ANSWER):
             word, value = t.value, a.text or ""
         elif t is ActionType.SCROLL:
             word, value = "scroll", a.direction or ""

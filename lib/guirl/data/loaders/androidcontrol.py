@@ -5,8 +5,24 @@ Features (``docs/dataset-formats.md``): ``episode_id`` (int), ``goal`` (bytes),
 ``screenshot_widths`` / ``screenshot_heights`` (px), ``actions`` (JSON strings),
 ``step_instructions`` (one per action).
 
-Candidate boxes: every node's ``bounds_in_screen`` (clipped to the screen and counted when it
-reaches past it), so that box-based evaluators see the whole screen.
+Candidate boxes (``candidates=``), each node's ``bounds_in_screen`` clipped to the screen (and
+counted when it reaches past it):
+
+* ``"containing"`` (default): the boxes around the acted element, as the converted AndroidControl
+  files of UI-S1 and CCPO hold them (``check_options.candidate_bbox`` of
+  ``android_control_evaluation_std.jsonl``, ``tests/fixtures/real/``): for a click or long press
+  the **clickable** nodes whose bounds contain the point, smallest first; when no clickable node
+  contains it, the smallest node that does; none for actions without a point. The released files
+  hold 1-3 such boxes per click (the element, then the clickable containers around it) and never
+  the window's root layouts, which contain every point (ASSUMPTION: "clickable" is the released
+  converters' filter; they are not public). The target box is the first candidate, the smallest
+  clickable node containing the point (the UI-S1 loader's target: the smallest candidate
+  containing the point). These boxes drive UI-S1's "inside a 1.2x candidate box" rule
+  (``uis1_reward``) and, with ``ccpo.include_candidates``, CASC's ROI.
+* ``"all"``: every node of the accessibility tree (the root and status-bar nodes included), so
+  that AgentCPM-GUI's "nearest boxes" evaluator sees the whole screen; the target box is then the
+  smallest node containing the point. Under it a 1.2x-candidate-box rule accepts any click inside
+  a full-screen root node, and CASC with candidate corners keeps the whole screen.
 
 Units: ``click``/``long_press`` ``x, y`` are pixels, normalised by the step's screenshot width
 and height. ``scroll.direction`` is the direction the *content* moves, stored as
@@ -20,8 +36,7 @@ window.tree=11, tree.nodes=1, node: unique_id=1, bounds_in_screen=2 (ProtoRect
 left=1, top=2, right=3, bottom=4), class_name=3, content_description=4, text=7,
 view_id_resource_name=10, is_clickable=14, is_scrollable=21. It is decoded with a minimal
 wire-format reader (no generated protobuf code); bytes that do not decode as that message
-raise :class:`DatasetFormatError` naming the step. Target box of a click/long press = the
-smallest node whose ``bounds_in_screen`` contains the point.
+raise :class:`DatasetFormatError` naming the step. Target box of a click/long press: above.
 
 The notes name the action kinds but not the key holding them: this loader reads
 ``action_type`` (the key of the published files) and reports the keys present when it is absent.
@@ -68,6 +83,38 @@ FEATURES = (
     "step_instructions",
 )
 _KEYS = {"navigate_home": "home", "navigate_back": "back"}
+#: Values of ``candidates=`` (module doc).
+CANDIDATES: tuple[str, ...] = ("containing", "all")
+
+
+def _contains(box: Any, point: Any) -> bool:
+    return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
+
+
+def candidates_and_target(
+    point: tuple[float, float] | None, boxes: Any, clickable: Any, mode: str = "containing"
+) -> tuple[tuple[Any, ...], Any]:
+    """``(candidate boxes, target box)`` of one step (module doc) from the screen's node ``boxes``
+    (normalised, tree order) and their ``clickable`` flags, for the action's ``point`` (``None``:
+    an action without one). ``mode``: :data:`CANDIDATES`."""
+    if mode not in CANDIDATES:
+        raise ValueError(f"candidates={mode!r}: use one of {CANDIDATES}")
+    boxes = list(boxes)
+    if mode == "all":
+        return tuple(boxes), (smallest_containing(point, boxes) if point is not None else None)
+    if point is None:
+        return (), None
+    flags = list(clickable)
+    inside = [(b, c) for b, c in zip(boxes, flags, strict=True) if _contains(b, point)]
+    pick = [b for b, c in inside if c] or [b for b, _ in inside]
+
+    def area(b: Any) -> float:
+        return (b[2] - b[0]) * (b[3] - b[1])
+
+    pick = sorted(pick, key=area)  # stable: equal areas keep tree order
+    if not any(c for _, c in inside):
+        pick = pick[:1]
+    return tuple(pick), (pick[0] if pick else None)
 
 
 # ----------------------------------------------------------------------------- protobuf wire
@@ -239,9 +286,9 @@ def step_from_action(
     off_screen: str = "clip",
     ctx: Ctx | None = None,
 ) -> Step:
-    """An AndroidControl action with the screen's element boxes (``[x1, y1, x2, y2]`` pixels,
-    in the accessibility tree's order) as a :class:`Step`; the target box is the smallest element
-    containing the point."""
+    """An AndroidControl action with element boxes given by the caller (``[x1, y1, x2, y2]``
+    pixels, e.g. a golden file's ``elements``) as a :class:`Step`: the boxes are kept as the
+    candidates, in order, and the target box is the smallest of them containing the point."""
     ctx = ctx or Ctx("<record>", "step")
     w, h = screen_size
     action = _action(ctx, raw, w, h)
@@ -254,7 +301,7 @@ def step_from_action(
     return Step(step_id=0, screenshot="", screen_size=(w, h), action=action, target_box=target, candidate_boxes=tuple(boxes))
 
 
-def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str) -> Episode:
+def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str, candidates: str) -> Episode:
     feats = ex.features.feature
     ids = _feature_list(ctx, feats, "episode_id", "int64_list")
     if len(ids) != 1:
@@ -316,7 +363,9 @@ def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str) ->
                 )
             )
         action = _action(sctx, actions[i], w, h)
-        target = smallest_containing(action.point, (e.box for e in elements)) if action.point else None
+        cands, target = candidates_and_target(
+            action.point, [e.box for e in elements], [e.clickable for e in elements], candidates
+        )
         steps.append(
             Step(
                 step_id=i,
@@ -325,7 +374,7 @@ def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str) ->
                 action=action,
                 low_level_instruction=as_str(sctx, "step_instructions", instrs[i]),
                 target_box=target,
-                candidate_boxes=tuple(e.box for e in elements),
+                candidate_boxes=cands,
                 elements=tuple(elements),
             )
         )
@@ -346,12 +395,15 @@ def load_androidcontrol(
     skip_bad: bool = False,
     split: str = "train",
     off_screen: str = "clip",
+    candidates: str = "containing",
 ) -> LoadResult:
     """Load AndroidControl TFRecord file(s) (a file, or every file in a folder).
 
-    Every accessibility node with bounds becomes an element and a candidate box (AgentCPM-GUI's
-    AndroidControl evaluation compares against all of them); bounds reaching past the screen are
-    clipped and counted (``off_screen``).
+    Every accessibility node with bounds becomes an element (``Step.elements``); bounds reaching
+    past the screen are clipped and counted (``off_screen``). ``candidates``: which nodes become
+    candidate boxes (module doc): ``"containing"`` (the clickable nodes containing the acted
+    point, smallest first, as UI-S1's and CCPO's converted files) or ``"all"`` (every node, for
+    AgentCPM-GUI's evaluator).
 
     ``image_dir``: output folder; screenshots are written as
     ``image_dir/androidcontrol/<episode_id>/<i>.png`` and stored relative to ``image_dir``.
@@ -360,6 +412,8 @@ def load_androidcontrol(
     from tfrecord import example_pb2
     from tfrecord.reader import tfrecord_iterator
 
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates={candidates!r}: use one of {CANDIDATES}")
     out_dir = need_image_dir(NAME, image_dir)
     files = list_files(path, ("*tfrecord*", "android_control*"), "AndroidControl TFRecord files")
     res = LoadResult()
@@ -385,11 +439,18 @@ def load_androidcontrol(
                     ex.ParseFromString(bytes(raw))
                 except Exception as e:  # protobuf DecodeError has no stable import path
                     raise ctx.error("<example>", f"not a tf.train.Example: {e}") from None
-                return _episode(ctx, ex, out_dir, split, off_screen)
+                return _episode(ctx, ex, out_dir, split, off_screen, candidates)
 
             collect([(ctx, build)], res.episodes, res.skipped, skip_bad, res.adjusted)
             idx += 1
     return report_skipped(NAME, res)
 
 
-__all__ = ["load_androidcontrol", "parse_a11y_forest", "decode_fields", "DatasetFormatError"]
+__all__ = [
+    "CANDIDATES",
+    "candidates_and_target",
+    "load_androidcontrol",
+    "parse_a11y_forest",
+    "decode_fields",
+    "DatasetFormatError",
+]

@@ -1,13 +1,16 @@
 """AndroidLong: long looping Android tasks (supplementary material only).
 
 Online evaluation of long tasks with state-checked subgoals (Task SR, Subgoal SR, mean and
-standard deviation over three runs of the same tasks, :mod:`guirl.metrics.androidlong`), and
-memory carried in the model's reasoning. The paper scores whole episodes, not steps, so the
-method has no step protocol."""
+standard deviation over three runs of the same tasks, :mod:`guirl.metrics.androidlong`), memory
+carried in the model's reasoning (:mod:`guirl.methods.androidlong.memory`), online GRPO on long-loop
+tasks with a Subgoal-SR reward (role ``androidlong``, :mod:`guirl.methods.androidlong.rl`) and the
+error taxonomy of App. D.1 (:mod:`guirl.methods.androidlong.errors`). The paper scores whole
+episodes, not steps, so the method has no step protocol."""
 
 from __future__ import annotations
 
 from guirl.methods.androidlong.config import AndroidLongSection
+from guirl.methods.androidlong.rl import androidlong_rl_hooks
 from guirl.methods.registry import Method
 
 METHOD = Method(
@@ -21,8 +24,9 @@ METHOD = Method(
     eval_protocol=None,
     reward=None,
     config_section=AndroidLongSection,
+    hooks={"androidlong": androidlong_rl_hooks},
     notebooks=("07_agentcpm_androidlong",),
-    summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning",
+    summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning; online GRPO",
 )
 
 __all__ = ["METHOD"]

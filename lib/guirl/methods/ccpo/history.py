@@ -5,8 +5,10 @@ rule), for training and for inference.
 * :func:`training_history`: the progressive rollouts' builder (CCPO eq. 9-10, Algorithm 1): the
   ROI of a shared history screenshot aggregates the annotated point, every rollout's point and
   the acted element's box (:class:`guirl.methods.ccpo.progressive.ProgressiveCASC`).
-* :func:`inference_history`: CASC at test time (CCPO App. A.6.1, Table 13): each history
-  screenshot is cropped around the point of the action it shows
+* :func:`inference_history`: CASC at test time (CCPO App. A.6.1, Table 13, "aligning inference
+  with our training-time CASC"): each history screenshot is cropped around the point of the
+  action it shows and the recorded element's box when that action acts inside it, with the
+  training builder's margin, size and grid
   (:func:`guirl.methods.ccpo.progressive.casc_inference_history`); notebooks 02, 05 and 06 use it.
 """
 

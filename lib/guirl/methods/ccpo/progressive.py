@@ -3,8 +3,9 @@
 Training (:class:`ProgressiveCASC`, a group history builder of
 :func:`guirl.rl.multiturn.semi_online_rollout`). The N trajectories of one task advance in
 lockstep rounds, one round per step ``t``. After round ``k`` the group's coordinate history for
-step ``k`` is known: the annotated coordinates of step ``k`` (eq. 8: the gt point, and the gt
-and candidate boxes "if present", Sec. 3.3 Action Tracking) together with the coordinates of
+step ``k`` is known: the annotated coordinates of step ``k`` (eq. 8: the gt point, and the acted
+element's box "if present", Sec. 3.3 Action Tracking; the candidate boxes' corners too with
+``include_candidates``, the released code) together with the coordinates of
 every trajectory's step-``k`` action (eq. 7; any action carrying a point, whatever its type).
 They are aggregated into one ROI per history step (eq. 9, :func:`aggregate_roi`) and, from
 round ``k + 1`` on, every trajectory of the group shows step ``k``'s screenshot cropped to that
@@ -18,12 +19,16 @@ Crops are taken from the model view (the screenshot resized with the model's pix
 aligned to the 28 px grid (:mod:`guirl.methods.ccpo.casc`), so a crop passes through the
 processor unchanged.
 
-Inference (:func:`casc_inference_history`, CCPO App. A.6.1 "optimized inference", Table 13): a
-:data:`guirl.rollout.HistoryBuilder` for :func:`guirl.rollout.step_prompts` /
-:func:`guirl.studies.shared.evaluation.evaluate_offline` / :func:`guirl.rollout.rollout_recorded`: there are
-no rollouts at test time, so each history screenshot is cropped around the point(s) of the
-action the history shows for it (the annotated action with a ground-truth history, the model's
-own with an own history); non-coordinate steps are dropped (MAX) or kept (MIN).
+Inference (:func:`casc_inference_history`, CCPO App. A.6.1 "optimized inference", Table 13:
+"aligning inference with our training-time CASC"): a :data:`guirl.rollout.HistoryBuilder` for
+:func:`guirl.rollout.step_prompts` / :func:`guirl.studies.shared.evaluation.evaluate_offline` /
+:func:`guirl.rollout.rollout_recorded`. The ROI of a history screenshot is built as in training
+from what is known at test time: the point(s) of the action the history shows for it (the
+annotated action with a ground-truth history, the model's own with an own history) and the
+recorded step's element box when that action acts inside it (always for the annotated action: the
+box is the acted element); there are no rollouts at test time. Non-coordinate steps are dropped
+(MAX) or kept (MIN). With a ground-truth history a crop therefore equals the training crop of a
+group whose rollouts all agreed with the annotation.
 
 Every ROI a builder makes is recorded (:class:`ROIRecord`) for the sample-screen figures.
 """
@@ -44,6 +49,7 @@ from guirl.methods.ccpo.casc import (
     CompressedObs,
     Policy,
     StepRecord,
+    action_points,
     compress_history,
     to_model_view,
     tracked_points,
@@ -89,13 +95,14 @@ def aggregate_roi(
     margin: float = DEFAULT_MARGIN_PX,
     min_size: float = DEFAULT_MIN_SIZE_PX,
     grid: int = DEFAULT_GRID_PX,
-    include_candidates: bool = True,
+    include_candidates: bool = False,
     scroll_is_coordinate: bool = True,
     coordinate_steps: Literal["gt", "any"] = "gt",
 ) -> tuple[CompressedObs, tuple[tuple[float, float], ...]]:
     """One history step under CASC (CCPO eqs. 7-10): the compressed observation of ``view`` (the
     model view of the step's screenshot) and the aggregated normalised points: the annotation
-    (``gt`` point, ``target_box`` and, with ``include_candidates``, ``candidate_boxes`` corners)
+    (``gt`` point, ``target_box`` corners and, with ``include_candidates``, ``candidate_boxes``
+    corners, the released code)
     and every rollout action's point(s); ``None`` (unparsable) rollouts add nothing. Points off
     the screen are clamped before the ROI is built (:func:`guirl.methods.ccpo.casc.roi_from_points`)."""
     rec = StepRecord(
@@ -138,7 +145,7 @@ class ProgressiveCASC:
         margin: float = DEFAULT_MARGIN_PX,
         min_size: float = DEFAULT_MIN_SIZE_PX,
         grid: int = DEFAULT_GRID_PX,
-        include_candidates: bool = True,
+        include_candidates: bool = False,
         scroll_is_coordinate: bool = True,
         coordinate_steps: Literal["gt", "any"] = "gt",
         keep_records: bool = True,
@@ -193,6 +200,16 @@ class ProgressiveCASC:
         return out
 
 
+def _acted_box(action: Action, box: tuple[float, float, float, float] | None):
+    """``box`` when every point of ``action`` lies in it (the element the action acts on), else
+    ``None``."""
+    pts = action_points(action)
+    if box is None or not pts:
+        return None
+    x1, y1, x2, y2 = box
+    return box if all(x1 <= x <= x2 and y1 <= y <= y2 for x, y in pts) else None
+
+
 def casc_inference_history(
     *,
     min_pixels: int,
@@ -202,19 +219,23 @@ def casc_inference_history(
     min_size: float = DEFAULT_MIN_SIZE_PX,
     grid: int = DEFAULT_GRID_PX,
     scroll_is_coordinate: bool = True,
+    element_box: bool = True,
     n_history: int | None = None,
     records: list[ROIRecord] | None = None,
 ):
     """CASC at inference (CCPO App. A.6.1, Table 13): a :data:`guirl.rollout.HistoryBuilder` that
-    crops each history screenshot around the point(s) of the action shown for it and drops (MAX)
-    or keeps (MIN) the screenshots of non-coordinate actions (module doc). ``n_history``: compress
-    only the last ``n`` pairs (the ones a prompt shows; ``None``: all). ROI records are appended
-    to ``records`` when given."""
+    crops each history screenshot around the point(s) of the action shown for it and, with
+    ``element_box``, the recorded step's element box (``Step.target_box``) when those points lie in
+    it, as the training ROI holds the acted element's box; it drops (MAX) or keeps (MIN) the
+    screenshots of non-coordinate actions (module doc). ``n_history``: compress only the last ``n``
+    pairs (the ones a prompt shows; ``None``: all). ROI records are appended to ``records`` when
+    given."""
 
     def build(rollout: Any, t: int) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
         hist = rollout.history
         lo = 0 if n_history is None else max(0, len(hist) - n_history)
+        steps = rollout.episode.steps
         for k, entry in enumerate(hist):
             if k < lo:
                 out.append((entry.text, entry.image))
@@ -222,10 +243,14 @@ def casc_inference_history(
             view = load_model_view(entry.image, min_pixels=min_pixels, max_pixels=max_pixels)
             # an unparsable own output shows no action: treated as a non-coordinate step
             action = entry.action if entry.action is not None else Action("wait")
+            box = None
+            if element_box and len(hist) == t and k < len(steps):  # one entry per earlier step
+                box = _acted_box(action, steps[k].target_box)
             obs, pts = aggregate_roi(
                 view,
                 action,
                 (),
+                target_box=box,
                 policy=policy,
                 margin=margin,
                 min_size=min_size,

@@ -28,6 +28,13 @@ raises the weight (the evident intent). :func:`coepg_reward` reports both readin
 components ``plan_logprob`` and ``plan_prob`` whatever the configured one, so a run can say
 what the other reading would have paid.
 
+Ablations (Sec. 5.4, Table 4) as ``CoEPGConfig.weighting``: ``"cdrem"`` (eq. 5, default),
+``"average"`` (w/o Confidence & Prior Weights: ``w_j = 1 / N``), ``"prior"`` (w/o Confidence
+Weights: ``w_j = sigma_j / sum_n sigma_n``; the paper does not say how priors alone are
+normalised, so the priors are read as shares) and ``"single"`` (w/o C-DREM: the trained grounder
+alone, the last output, weight 1). A grounder that produced no point hits nothing under any
+weighting; under ``"cdrem"`` it also gets weight 0.
+
 Paper silent: a step without a gt box is a hit within 0.14 of the gt point (the rule set
 ``"coepg_reward"``); r_plan of an action without a target (scroll, navigate, wait, ...) is 1,
 so the reward reduces to the type and value gates. Inputs are plain numbers (points and
@@ -49,6 +56,7 @@ from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result
 __all__ = [
     "ENSEMBLE",
     "PAPER_PRIORS",
+    "WEIGHTINGS",
     "GroundingOutput",
     "CoEPGConfig",
     "grounding_confidence",
@@ -87,6 +95,11 @@ ENSEMBLE: tuple[str, ...] = ("Qwen2.5-VL-72B-Instruct", "Qwen2.5-VL-32B-Instruct
 PAPER_PRIORS: tuple[float, ...] = (1.0, 1.0, 2.0)
 
 
+#: The plan-reward weightings: C-DREM (eq. 5) and the three ablations of Table 4 (module doc).
+WEIGHTINGS: tuple[str, ...] = ("cdrem", "average", "prior", "single")
+Weighting = Literal["cdrem", "average", "prior", "single"]
+
+
 @dataclass(frozen=True)
 class CoEPGConfig:
     """C-DREM settings. ``priors``: one static prior per grounding model, in the order the
@@ -94,11 +107,17 @@ class CoEPGConfig:
     for an ensemble of any size). ``confidence``: ``"logprob"`` (eq. 5-6 literally) or ``"prob"``
     (the intent, module doc). ``rules`` names the matching rule set: the hit test of a grounding
     point (gt box, eq. 3; within 0.14 of the gt point only when the gt has no box, ours) and the
-    value rule (token F1 ``> 0.5``, eq. 8)."""
+    value rule (token F1 ``> 0.5``, eq. 8). ``weighting``: :data:`WEIGHTINGS` (C-DREM or a Table 4
+    ablation, module doc)."""
 
     priors: tuple[float, ...] = PAPER_PRIORS  # Co-EPG App. B / App. C: 72B : 32B : phi_k = 1 : 1 : 2
     confidence: Literal["logprob", "prob"] = "logprob"  # Co-EPG eq. 5-6 as printed
     rules: str = "coepg_reward"  # guirl.matching.RULES; = METHOD.reward_rules
+    weighting: Weighting = "cdrem"  # Co-EPG Sec. 4.3; Table 4 ablates the other three
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting {self.weighting!r} is not one of {WEIGHTINGS}")
 
 
 def grounding_confidence(token_logprobs: Sequence[float], mode: Literal["logprob", "prob"] = "logprob") -> float:
@@ -144,14 +163,28 @@ def coepg_plan_reward(
 ) -> tuple[float, list[float], list[bool]]:
     """C-DREM plan reward ``sum_i w_i * hit_i`` (Co-EPG eq. 3-6); returns ``(reward, weights, hits)``."""
     outs = [GroundingOutput.from_any(g) for g in grounding]
-    w = _weights(outs, cfg.priors, cfg.confidence)
+    w = _weights(outs, cfg.priors, cfg.confidence, cfg.weighting)
     rule = get_rules(cfg.rules).click
     target = gt_point(gt.action, gt.box)
     hits = [click_match(o.point, target, rule, gt_box=gt.box, candidate_boxes=gt.candidate_boxes) for o in outs]
     return float(sum(wi for wi, h in zip(w, hits) if h)), w, hits
 
 
-def _weights(outs: Sequence[GroundingOutput], priors: Sequence[float], mode: Literal["logprob", "prob"]) -> list[float]:
+def _weights(
+    outs: Sequence[GroundingOutput],
+    priors: Sequence[float],
+    mode: Literal["logprob", "prob"],
+    weighting: Weighting = "cdrem",
+) -> list[float]:
+    n = len(outs)
+    if weighting == "average":
+        return [1.0 / n] * n if n else []
+    if weighting == "single":
+        return [0.0] * (n - 1) + [1.0] if n else []
+    if weighting == "prior":
+        pri = [1.0] * n if not priors else [float(p) for p in priors]
+        ensemble_weights([0.0] * n, pri)  # the same checks of the priors as eq. 5
+        return [p / sum(pri) for p in pri]
     conf = [grounding_confidence(o.token_logprobs, mode) for o in outs]
     if mode == "prob":
         # a model with no coordinates (confidence 0) must not get weight: mask it like -inf

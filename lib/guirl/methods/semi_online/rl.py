@@ -7,8 +7,10 @@ trajectories per recorded episode whose history is the model's own actions (full
 a mismatch patched with the annotated action up to ``semi_online.patch_threshold`` and then the
 trajectory stopped, step rewards, discounted returns (``semi_online.gamma``), episode- plus
 ``advantage_weight`` x step-level group advantages, DAPO over trajectories
-(``rl.dapo_std_threshold``, top-B). "Matched" is UI-S1's ``extract_match``
-(:func:`guirl.methods.semi_online.reward.uis1_extract_match`, rule set ``uis1_reward``).
+(``rl.dapo_std_threshold``, top-B). "Matched" is UI-S1's ``extract_match`` under
+``semi_online.match_rules`` (rule set ``uis1_reward``,
+:func:`guirl.rl.multiturn.rules_matcher`), the rule CCPO decides with too by default
+(``ccpo.match_rule``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def semi_online_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
     """Engine hooks of the SO-RL baseline (role ``semi_online``, module doc); ``inputs.reward``: the
     registry entry of ``rl.reward`` (``None``: the UI-S1 reward,
     :func:`guirl.methods.semi_online.reward.uis1_reward`)."""
-    from guirl.rl.multiturn import semi_online_hooks
+    from guirl.rl.multiturn import rules_matcher, semi_online_hooks
+    from guirl.rl.semi_online import SemiOnlineConfig
 
+    so = getattr(cfg, "semi_online", None) or SemiOnlineConfig()
     fn = uis1_reward if inputs.reward is None else inputs.reward.fn
-    return semi_online_hooks(cfg, inputs.data_dir, reward=fn, matcher=uis1_matched)
+    return semi_online_hooks(cfg, inputs.data_dir, reward=fn, matcher=rules_matcher(so.match_rules))

@@ -5,7 +5,11 @@ the Low-level executor (notebook 08 trains them again per training seed).
   ``sft.use_step_instruction`` (folder :data:`MAIN_SFT_DIR`, which later notebooks start from)
   and, with ``sft.executor`` set, a Low-level executor (folder :data:`LOW_EXECUTOR_DIR`) whose
   config is the main one with the step instruction and the executor's own recipe
-  (``Config.replace``).
+  (``Config.replace``). With ``sft.mix_histories: false`` (default) each trains on the first
+  setting of ``sft.histories``; :func:`history_agents` are the main agent's models of the other
+  settings (folders ``sft_<setting>``, CCPO's separate 1AO / 3AO SFT models), and
+  :func:`sft_result` reads back the SFT model of one setting, the one RL at that setting starts
+  from.
 * :func:`agent_stages`: the :class:`~guirl.train.launch.Stage` records that train them;
   :func:`train_agents` runs them (grounding first, then the agents, side by side when
   ``runtime.parallel_stages`` > 1).
@@ -29,6 +33,10 @@ __all__ = [
     "SFTAgent",
     "instruction_level",
     "sft_agents",
+    "history_stage_dir",
+    "history_agents",
+    "evaluated_histories",
+    "sft_result",
     "grounding_stage",
     "agent_stages",
     "train_agents",
@@ -55,6 +63,13 @@ class SFTAgent:
     level: str
     cfg: Config
     stage_dir: str
+    history: str | None = None  # the one setting it trains on; None: every setting of sft.histories (mixed)
+
+
+def _one_setting(cfg: Config, history: str) -> dict[str, Any]:
+    """The ``Config.replace`` updates that train one history setting with its own recipe."""
+    recipe = (cfg.sft.history_recipes or {}).get(history)
+    return {"sft.histories": [history], "sft.history_recipes": None, **(recipe.updates() if recipe else {})}
 
 
 def instruction_level(use_step_instruction: bool) -> str:
@@ -63,13 +78,67 @@ def instruction_level(use_step_instruction: bool) -> str:
 
 
 def sft_agents(cfg: Config) -> list[SFTAgent]:
-    """The agents notebook 01 trains, main agent first (module doc)."""
+    """The main agent and the Low-level executor, main agent first (module doc); each trains on
+    the first setting of ``sft.histories`` (every setting with ``sft.mix_histories``)."""
     main_level = instruction_level(cfg.sft.use_step_instruction)
-    agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg, MAIN_SFT_DIR)]
+    h0 = None if cfg.sft.mix_histories else cfg.sft.histories[0]
+    one = _one_setting(cfg, h0) if h0 else {}
+    agents = [SFTAgent(f"SFT ({main_level})", main_level, cfg.replace(one) if one else cfg, MAIN_SFT_DIR, h0)]
     if cfg.sft.executor is not None:
-        low = cfg.replace({"sft.use_step_instruction": True, "sft.executor": None, **cfg.sft.executor.updates()})
-        agents.append(SFTAgent("SFT (Low)", "Low", low, LOW_EXECUTOR_DIR))
+        low = {"sft.use_step_instruction": True, "sft.executor": None, **cfg.sft.executor.updates()}
+        if h0:
+            low = {**{k: v for k, v in one.items() if k in ("sft.histories", "sft.history_recipes")}, **low}
+        agents.append(SFTAgent("SFT (Low)", "Low", cfg.replace(low), LOW_EXECUTOR_DIR, h0))
     return agents
+
+
+def history_stage_dir(history: str) -> str:
+    """Folder (under ``01_sft``) of the main agent's model of a setting other than the first."""
+    return f"{MAIN_SFT_DIR}_{history}"
+
+
+def history_agents(cfg: Config) -> list[SFTAgent]:
+    """The main agent's models of the settings of ``sft.histories`` after the first (none with
+    ``sft.mix_histories``): same level and recipe (with ``sft.history_recipes[setting]`` on top),
+    trained on that setting only, in :func:`history_stage_dir`; named ``SFT (<level>, <setting>)``."""
+    if cfg.sft.mix_histories:
+        return []
+    level = instruction_level(cfg.sft.use_step_instruction)
+    return [
+        SFTAgent(f"SFT ({level}, {h})", level, cfg.replace(_one_setting(cfg, h)), history_stage_dir(h), h)
+        for h in cfg.sft.histories[1:]
+    ]
+
+
+def evaluated_histories(cfg: Config, agent: SFTAgent) -> list[str]:
+    """The ``eval.histories`` settings notebook 01 scores ``agent`` at: a main-agent model at its
+    own setting, plus (the first one) every evaluated setting no model trains on; a mixed main
+    agent at every setting; the executor at the first evaluated setting."""
+    evals = list(cfg.eval.histories)
+    if agent.level != instruction_level(cfg.sft.use_step_instruction):
+        return evals[:1]
+    if agent.history is None:
+        return evals
+    own = [agent.history] if agent.history in evals else []
+    if agent.stage_dir == MAIN_SFT_DIR:
+        own += [h for h in evals if h not in cfg.sft.histories]
+    return own
+
+
+def sft_result(cfg: Config, history: str) -> dict[str, Any]:
+    """The ``result.json`` of notebook 01's SFT model of ``history`` (the main agent's model
+    trained on that setting; the mixed model with ``sft.mix_histories``): the model an RL stage at
+    ``history`` starts from (CCPO App. A.1.2). A setting 01 trains no model for raises
+    ``ValueError`` naming ``sft.histories``."""
+    if cfg.sft.mix_histories:
+        return upstream_result(cfg, "01_sft", MAIN_SFT_DIR)
+    if history not in cfg.sft.histories:
+        raise ValueError(
+            f"no SFT model of {history}: notebook 01 trains one per setting of sft.histories {cfg.sft.histories} "
+            f"-- add {history} to sft.histories (or set sft.mix_histories: true for one model on every setting)"
+        )
+    folder = MAIN_SFT_DIR if history == cfg.sft.histories[0] else history_stage_dir(history)
+    return upstream_result(cfg, "01_sft", folder)
 
 
 def grounding_stage(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path) -> Stage:
@@ -84,9 +153,10 @@ def grounding_stage(cfg: Config, *, data_dir: Path, base_model: Path, run_dir: P
     )
 
 
-def agent_stages(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path) -> list[Stage]:
-    """One SFT stage per agent of :func:`sft_agents`, each from ``start`` (the grounding model, or
-    the base model) in ``run_dir / agent.stage_dir``."""
+def agent_stages(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path, histories: bool = False) -> list[Stage]:
+    """One SFT stage per agent of :func:`sft_agents` (and, with ``histories``, of
+    :func:`history_agents`, after them), each from ``start`` (the grounding model, or the base
+    model) in ``run_dir / agent.stage_dir``."""
     return [
         Stage(
             name="sft",
@@ -96,27 +166,35 @@ def agent_stages(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path) -> 
             base_model=start,
             output_dir=Path(run_dir) / agent.stage_dir,
         )
-        for agent in sft_agents(cfg)
+        for agent in sft_agents(cfg) + (history_agents(cfg) if histories else [])
     ]
 
 
 def train_agents(
-    cfg: Config, *, data_dir: Path, base_model: Path, run_dir: Path, grounding: bool | None = None
+    cfg: Config,
+    *,
+    data_dir: Path,
+    base_model: Path,
+    run_dir: Path,
+    grounding: bool | None = None,
+    histories: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Train (or reuse) grounding and every SFT agent of ``cfg`` under ``run_dir``.
 
     Returns ``{"grounding": result, "<agent name>": result, ...}`` (``grounding`` only when it
     trains), each a stage's ``result.json``. ``grounding`` (default ``grounding.enabled``): train
     the grounding stage from ``base_model`` first; ``False`` where ``base_model`` is already a
-    grounding model. The agents start from the grounding model (else from ``base_model``) and
-    train side by side when ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
+    grounding model. The agents (and, with ``histories``, the :func:`history_agents`, queued after
+    them) start from the grounding model (else from ``base_model``) and train side by side when
+    ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
     out: dict[str, dict[str, Any]] = {}
     start = Path(base_model)
     if cfg.grounding.enabled if grounding is None else grounding:
         out[GROUNDING] = run_stage(grounding_stage(cfg, data_dir=data_dir, base_model=start, run_dir=run_dir))
         start = Path(out[GROUNDING]["final"])
-    stages = agent_stages(cfg, data_dir=data_dir, start=start, run_dir=run_dir)
-    for agent, result in zip(sft_agents(cfg), run_stages(stages, parallel=cfg.runtime.parallel_stages)):
+    stages = agent_stages(cfg, data_dir=data_dir, start=start, run_dir=run_dir, histories=histories)
+    agents = sft_agents(cfg) + (history_agents(cfg) if histories else [])
+    for agent, result in zip(agents, run_stages(stages, parallel=cfg.runtime.parallel_stages)):
         out[agent.name] = result
     return out
 

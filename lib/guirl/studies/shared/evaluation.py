@@ -70,7 +70,9 @@ METRICS = ("TM", "GR", "SR")
 #: from the seeds that draw the training and test tasks.
 ONLINE_TASK_SEED_OFFSET = 1000
 #: Columns of the per-episode online rows (``online_episodes.jsonl``), after ``run``; ``actions``: the
-#: parsed actions the agent played, in order (``Action.to_dict``), so a failure can be read back.
+#: parsed actions the agent played, in order (``Action.to_dict``), so a failure can be read back;
+#: ``stopped`` / ``trace``: whether the agent ended the episode itself and what each turn did
+#: (:func:`guirl.rollout.play_online`), which AndroidLong's error taxonomy reads.
 ONLINE_EPISODE_COLUMNS = (
     "task_id",
     "category",
@@ -80,6 +82,8 @@ ONLINE_EPISODE_COLUMNS = (
     "n_unparsable",
     "n_invalid",
     "actions",
+    "stopped",
+    "trace",
 )
 
 

@@ -3,8 +3,9 @@
 * :class:`RLRun`: one RL run of a role at one history setting, with dotted config ``overrides``
   and the label it has in tables; :func:`rl_stage_config` derives its config
   (``Config.replace``: ``rl.role``, the role's own reward, ``rl.histories = [history]``, the
-  overrides) and :func:`rl_stage` its :class:`~guirl.train.launch.Stage` on top of an SFT result
-  (one model per history setting, as CCPO reports CCPO-3B-1AO and -3AO separately).
+  overrides) and :func:`rl_stage` its :class:`~guirl.train.launch.Stage` on top of the SFT result
+  of its history setting (one model per setting, as CCPO reports CCPO-3B-1AO and -3AO separately,
+  each RL setting continuing from its own SFT model).
 * :func:`run_rl_runs`: train (resume, or reuse) them one after the other; :func:`stage_summary`.
 * :func:`rl_log` / :func:`rl_curves`: per-step logs as data frames (reward / KL curves, prompt
   tokens of CCPO Figure 9); :func:`rl_policies`: their evaluation policies.
@@ -96,14 +97,18 @@ def run_rl_runs(
     cfg: Config,
     runs: Sequence[RLRun],
     *,
-    sft: Mapping[str, Any] | str | Path,
+    sft: Mapping[str, Mapping[str, Any] | str | Path],
     data_dir: Path,
     run_dir: Path,
     echo: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Train (resume, or reuse) each run's stage, one after the other, all from the same SFT
-    result; ``{run.name: result.json}``."""
-    stages = [rl_stage(cfg, run, sft=sft, data_dir=data_dir, run_dir=run_dir) for run in runs]
+    """Train (resume, or reuse) each run's stage, one after the other, each from the SFT result of
+    its history setting (``sft``: ``{history: result.json or folder}``, e.g. from
+    :func:`guirl.studies.shared.agents.sft_result`; CCPO A.1.2); ``{run.name: result.json}``."""
+    missing = sorted({run.history for run in runs} - set(sft))
+    if missing:
+        raise KeyError(f"run_rl_runs: no SFT model for history {missing} (sft has {sorted(sft)})")
+    stages = [rl_stage(cfg, run, sft=sft[run.history], data_dir=data_dir, run_dir=run_dir) for run in runs]
     return dict(zip((run.name for run in runs), run_stages(stages, parallel=1, echo=echo, progress=True)))
 
 
