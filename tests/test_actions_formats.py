@@ -6,14 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from guirl.actions.formats import (
-    FORMAT_NAMES,
-    FormatContext,
-    format_think_answer,
-    get_format,
-    parse_ces_coordinator,
-    parse_ces_state_tracker,
-)
+from guirl.actions.formats import FORMAT_NAMES, FormatContext, get_format
 from guirl.actions.types import Action, ActionError, ActionType, ParseResult
 
 # Resized model image 500x1000 so that resized pixel (250, 500) is the centre (0.5, 0.5).
@@ -422,42 +415,6 @@ def test_parse_never_raises_on_mutations(name, a, seed, n):
 def test_parse_non_string_input():
     res = get_format("agentcpm").parse(None, CTX)  # type: ignore[arg-type]
     assert not res.ok and "must be str" in res.reason
-
-
-# ----------------------------------------------------------------------------- CES text outputs
-@pytest.mark.parametrize(
-    "fn, text, value, reason",
-    [
-        (
-            parse_ces_coordinator,
-            "<think>plan</think><answer>Open the Gmail app</answer>",
-            "Open the Gmail app",
-            "",
-        ),  # valid
-        (parse_ces_state_tracker, "<answer>\n  Cart has 2 items.  \n</answer>", "Cart has 2 items.", ""),  # whitespace
-        (parse_ces_coordinator, "<think>x</think>", None, "no <answer>"),  # missing answer
-        (parse_ces_state_tracker, "<answer>  </answer>", None, "empty"),  # empty answer
-        (parse_ces_coordinator, None, None, "must be str"),  # not a string
-    ],
-)
-def test_ces_text_outputs(fn, text, value, reason):
-    r = fn(text)
-    assert r.value == value and r.ok == (value is not None)
-    assert reason in r.reason
-
-
-def test_ces_text_round_trip_and_thought():
-    s = format_think_answer("Tap Send", thought="ready")
-    r = parse_ces_coordinator(s)
-    assert (r.value, r.thought) == ("Tap Send", "ready")
-    with pytest.raises(ValueError):
-        format_think_answer("  ")
-
-
-@settings(max_examples=100, deadline=None)
-@given(text=st.text(max_size=200))
-def test_ces_text_never_raises(text):
-    assert isinstance(parse_ces_state_tracker(text).reason, str)
 
 
 # ----------------------------------------------------------------------------- vocabularies

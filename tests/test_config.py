@@ -545,10 +545,10 @@ def _toy_schema(section: type | None = None):
         reward: Annotated[str, Registered("reward")] = "ccpo"
         judge_format: Annotated[str | None, Registered("format")] = None
 
-    def toy(m):  # the toy section for androidlong, none for ces, the shipped ones for the others
+    def toy(m):  # the toy section for androidlong, none for coepg, the shipped ones for the others
         if m.name == "androidlong":
             return section or ToySection
-        return None if m.name == "ces" else m.config_section
+        return None if m.name == "coepg" else m.config_section
 
     methods = [dataclasses.replace(m, config_section=toy(m)) for m in guirl.methods.all_methods()]
     return config_class(methods)
@@ -567,13 +567,13 @@ def test_method_section_is_added_and_optional(tmp_path: Path) -> None:
     from guirl.config import registered_fields
 
     schema = _toy_schema()
-    assert "androidlong" in schema.model_fields and "ces" not in schema.model_fields
+    assert "androidlong" in schema.model_fields and "coepg" not in schema.model_fields
     plain = load_config("tiny", schema=schema)
     assert plain.androidlong is None  # optional: absent unless a file or override sets it
     with pytest.raises(ConfigError, match=re.escape("config: androidlong: section not set; add `androidlong: {}`")):
         plain.method_section("androidlong")
-    with pytest.raises(ConfigError, match="no config section for method 'ces'"):
-        plain.method_section("ces")
+    with pytest.raises(ConfigError, match="no config section for method 'coepg'"):
+        plain.method_section("coepg")
     cfg = load_config("tiny", overrides={"androidlong": {}}, schema=schema)  # `androidlong: {}`: the defaults
     assert cfg.method_section("androidlong").kl_coef == 0.04 and cfg.androidlong.reward == "ccpo"
     cfg = load_config("tiny", overrides=["androidlong.kl_coef=0.1", "androidlong.judge_format=uitars"], schema=schema)
@@ -680,11 +680,14 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     assert (
         {"data", "grounding", "sft", "eval", "rl"}
         <= changed
-        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg"}
+        <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg", "ces"}
     )
     assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
         "ccpo.ablation_group_sizes"
     }
+    ces = {k for k in smoke.to_flat() if k.startswith("ces.") and smoke.to_flat()[k] != full.to_flat()[k]}
+    sizes = ("train_batch_size", "rollout_n", "max_response_length", "samples", "steps", "pool", "tasks", "turns")
+    assert ces and all(k.endswith(sizes) or k.startswith("ces.temporal_") or k == "ces.eval_steps" for k in ces), ces
     assert smoke.model == full.model and smoke.sft.learning_rate == full.sft.learning_rate
     assert smoke.rl.max_steps == 2 and smoke.rl.learning_rate == full.rl.learning_rate
 

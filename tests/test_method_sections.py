@@ -54,7 +54,6 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("ces.coordinator.train_batch_size", 32),  # Table 4
         ("ces.coordinator.clip_ratio", 0.2),  # Table 4
         ("ces.coordinator.rollout_n", 4),  # Table 4
-        ("ces.coordinator.max_prompt_length", 8192),  # Table 4
         ("ces.coordinator.max_response_length", 256),  # Table 4
         ("ces.state_tracker.max_response_length", 512),  # Table 4
         ("ces.warmup.epochs", 1),  # Sec. 5.1: one epoch of warm-up SFT
@@ -62,12 +61,20 @@ def test_every_paper_method_of_this_change_has_a_section():
         ("ces.warmup.lora_r", 8),  # App. B.2
         ("ces.warmup.lora_alpha", 16),  # App. B.2
         ("ces.warmup.samples", 1000),  # App. B.1: 1K steps
-        ("ces.warmup.rl_pool", 3000),  # App. B.1: 3K steps
+        ("ces.rl_pool", 3000),  # App. B.1: 3K steps for RL
+        ("ces.warmup.think", "description_intention"),  # App. B.1: <think>description.intention</think>
         ("ces.alpha1", 0.1),  # Sec. 5.1: alpha_1
         ("ces.alpha2", 0.9),  # Sec. 5.1: alpha_2
         ("ces.gamma1", 0.2),  # Sec. 5.1: gamma_1
         ("ces.gamma2", 0.8),  # Sec. 5.1: gamma_2
-        ("ces.executor_model", "GUI-R1-7B"),  # Sec. 5.1
+        ("ces.executor_model", "checkpoints/GUI-R1-7B"),  # Sec. 5.1: GUI-R1-7B (a local folder)
+        ("ces.state_tracker_model", "checkpoints/Qwen3-4B"),  # Sec. 5.1: Qwen3-4B
+        ("ces.executor_prompt", "ces_executor"),  # App. C: the Executor's prompt
+        ("ces.tracker_input", "executor_output"),  # eq. 3: u^t
+        (
+            "ces.table2_executors",
+            ["checkpoints/UI-R1-3B", "checkpoints/GUI-Owl-7B", "checkpoints/GUI-Owl-32B"],
+        ),  # Table 2
         # ---- AgentCPM-GUI Table 4 (lines 265-280), Table 5 (284-298), Table 7 (406-413)
         ("agentcpm.sft.max_line_res", 1120),  # Table 4
         ("agentcpm.sft.epochs", 3),  # Table 4
@@ -165,8 +172,9 @@ def test_section_errors_name_the_key(override, key):
     assert err.value.key == key
 
 
-def test_tiny_profile_has_no_method_sections():
-    # the tiny profile runs none of these methods' pipelines: their sections stay unset there
+def test_tiny_profile_sets_only_the_sections_of_the_methods_it_runs():
+    # the tiny profile runs CES (notebook 04) with its own sizes; the other methods' sections stay unset there
     cfg = load_config("tiny")
-    for name in ("coepg", "ces", "agentcpm", "androidlong"):
+    for name in ("coepg", "agentcpm", "androidlong"):
         assert getattr(cfg, name) is None, name
+    assert cfg.ces is not None and cfg.ces.state_tracker_model == "tiny"

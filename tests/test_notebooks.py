@@ -559,6 +559,83 @@ def check_08_seed_study(out: Outputs, state: dict[str, Any]) -> None:
         assert math.isclose(float(r["per_seed"].split(", ")[0].split(": ")[1]), sr01[r["model"]], abs_tol=0.06)
 
 
+def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.methods.ces.analysis import FAILURE_KINDS
+    from guirl.studies.ces_staged_rl import SYSTEMS
+
+    cfg = check_saved_config_is_the_one_used(out)
+    assert cfg.eval.protocol == "ces_paper"  # the CES Method's rule, from 04's experiment file
+    sec, splits = cfg.ces, 3
+    n_exec = 1 + (sec.weak_executor_steps is not None) + len(sec.table2_executors)
+    stages = out.table("stages", rows=4 + (sec.weak_executor_steps is not None))
+    rl = {r["stage"]: r for r in stages if r["kind"] == "rl"}
+    assert {r["role"] for r in rl.values()} == {"ces.coordinator", "ces.state_tracker"}
+    assert all(r["steps"] >= 1 and r["trained"] > 0 for r in rl.values())
+    curves = out.figure("figure6_training_curves")
+    assert set(curves["stage"]) == {"stage1_coordinator", "stage2_state_tracker"}
+    assert {"reward", "reward/format", "reward/type", "reward/param"} <= set(curves["variable"])
+    n_systems = len(SYSTEMS) + 3 * (n_exec - 1)  # every system with the main executor, three with the others
+    steps = out.table("step_metrics_ci", rows=n_systems * splits)
+    assert {r["n"] for r in steps} == {sec.eval_steps}  # every split has more steps than the cap
+    in_range(steps, lambda k: k in ("TM", "SR", "TM_lo", "TM_hi", "SR_lo", "SR_hi"), 0.0, 100.0)
+    for r in steps:
+        assert r["SR_lo"] <= r["SR"] <= r["SR_hi"] and r["TM_lo"] <= r["TM"] <= r["TM_hi"]
+    t1 = out.table("table1", rows=3)
+    assert [r["row"] for r in t1] == ["Executor alone", "+ CES-P (warm-up)", "+ CES"]
+    assert in_range(t1, lambda k: k.endswith((" Type", " SR")), 0.0, 100.0) == 3 * splits * 2
+    t2 = out.table("table2", rows=3 * n_exec)
+    for r in t2:
+        if r["row"].endswith("Executor alone"):
+            assert all(v is None for k, v in r.items() if k.endswith(" delta"))  # no delta (NaN: null in the sidecar)
+        else:  # the change from the same executor alone
+            base = next(b for b in t2 if b["row"] == r["row"].split(" | ")[0] + " | Executor alone")
+            assert math.isclose(r["test_in_domain SR delta"], r["test_in_domain SR"] - base["test_in_domain SR"])
+    t3 = out.table("table3", rows=4)
+    assert [r["row"] for r in t3] == ["CES", "w/o Coordinator", "w/o State Tracker", "w/o RL (SFT only)"]
+    paired = (
+        out.table("table1_paired", rows=2 * splits * 2)
+        + out.table("table2_paired", rows=2 * n_exec * splits)
+        + out.table("table3_paired", rows=3 * splits)
+    )
+    for r in paired:  # paired on the same test steps; the mark agrees with the interval
+        assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+        assert math.isclose(r["diff"], r["B_value"] - r["A_value"], abs_tol=1e-6) and r["n_steps"] <= sec.eval_steps
+    for name, rows in (("table1_vs_paper", 69), ("table2_vs_paper", 90), ("table3_vs_paper", 24)):
+        vs = out.table(name, rows=rows)  # every cell of the paper's table, ours beside its GUI-Odyssey columns
+        assert all(r["location"].startswith("CES Table") for r in vs)
+        ours = [r for r in vs if r["ours"] is not None]
+        assert ours and all(r["column"].startswith("GUI-Odyssey") for r in ours)
+    cats = list(sec.online_categories)
+    online = out.table("online_by_category", rows=2 * (len(cats) + 1))
+    assert {r["category"] for r in online} == {*cats, "(all)"} and {r["model"] for r in online} == {
+        "Executor alone",
+        "CES",
+    }
+    for r in online:
+        assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
+        assert r["n_runs"] == cfg.eval.n_seeds and 0.0 <= r["subgoal_sr"] <= 100.0
+    assert [r["n_tasks"] for r in online if r["category"] == "(all)"] == [sec.online_tasks] * 2
+    for r in out.table("online_paired", rows=2):
+        assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+    fails = out.table("figure5_failures", rows=2 * len(FAILURE_KINDS))
+    for model in ("Executor alone", "CES"):
+        part = [r for r in fails if r["model"] == model]
+        assert [r["kind"] for r in part] == list(FAILURE_KINDS)
+        failed = sum(s["n_counted"] * (1 - s["SR"] / 100) for s in steps if s["model"] == model)
+        assert sum(r["n"] for r in part) == round(failed)  # every failed step gets exactly one kind
+        for r in part:
+            assert r["lo"] <= r["share"] <= r["hi"] and r["n"] <= r["n_steps"]
+    for r in out.table("figure5_paired", rows=len(FAILURE_KINDS)):
+        assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+    assert len(out.table("figure5_vs_paper", rows=4)) == 4
+    temporal = out.table("figure2_temporal", rows=4 * len(sec.temporal_gaps))  # 3 models and the annotated state
+    for r in temporal:
+        assert r["lo"] <= r["accuracy"] <= r["hi"] and 0 <= r["accuracy"] <= 100 and r["chance"] == 50.0
+        assert 1 <= r["n"] <= sec.temporal_pairs and r["gap"] in sec.temporal_gaps
+    for name in ("figure5_chart", "figure2_chart"):
+        out.figure(name)
+
+
 def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.actions.formats import FORMAT_NAMES
     from guirl.methods.androidlong.errors import ERROR_TYPES
@@ -645,6 +722,7 @@ CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "01_sft": check_01_sft,
     "02_ccpo_rl": check_02_ccpo_rl,
     "03_coepg_iterations": check_03_coepg_iterations,
+    "04_ces_staged_rl": check_04_ces_staged_rl,
     "05_efficiency_profiling": check_05_efficiency_profiling,
     "06_attention_visualization": check_06_attention_visualization,
     "07_agentcpm_androidlong": check_07_agentcpm_androidlong,

@@ -18,11 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from guirl.actions import Action, ActionError, ActionType
-from guirl.actions.formats import FormatContext, _base, get_format, parse_think_answer
+from guirl.actions.formats import FormatContext, _base, get_format
 from guirl.actions.formats._base import ActionFormat, between, strip_fence, tag
 from guirl.actions.formats.ces import _guir1_coord, _param_pairs, extract_answer_action
 from guirl.actions.formats.osgenesis import action_object
 from guirl.actions.types import ParseResult
+from guirl.methods.ces.roles import parse_think_answer
 
 CTX = dict(width=1080, height=2400, min_pixels=3136, max_pixels=12845056)
 SMALL, BIG = 10_000, 1_000_000

@@ -17,6 +17,7 @@ proportions. The expert never issues an invalid action: it asserts ``info["inval
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,20 @@ SWIPE_DOWN = ((0.5, 0.25), (0.5, 0.65))
 
 class ExpertError(RuntimeError):
     """The expert could not solve a task (a bug in the env, the task or the expert)."""
+
+
+#: How many of the latest low-level instructions a progress summary names.
+PROGRESS_PREVIOUS = 2
+
+
+def progress_text(done: int, total: int, previous: Sequence[str]) -> str:
+    """A step's ``progress_summary`` (the task state before it, GUI-Odyssey's ``context``): the
+    subgoals met so far and the last :data:`PROGRESS_PREVIOUS` low-level instructions of
+    ``previous`` (every earlier instruction, oldest first), e.g. ``"1/3 subgoals done. Previous:
+    Tap 'Add'; Type the name."``; ``"... Nothing done yet."`` before the first step."""
+    prev = list(previous)[-PROGRESS_PREVIOUS:]
+    text = f"{done}/{total} subgoals done."
+    return text + ((" Previous: " + "; ".join(prev) + ".") if prev else " Nothing done yet.")
 
 
 @dataclass
@@ -83,9 +98,7 @@ class _Player:
     def do(self, action: Action, instr: str, target: A.Widget | None = None) -> None:
         sc = self.env.screen()
         status = self.task.subgoal_status(self.st)
-        prev = [s.low_level_instruction for s in self.traj.steps[-2:]]
-        progress = f"{sum(status)}/{len(status)} subgoals done."
-        progress += (" Previous: " + "; ".join(prev) + ".") if prev else " Nothing done yet."
+        progress = progress_text(sum(status), len(status), [s.low_level_instruction for s in self.traj.steps])
         cands: tuple[Box, ...] = ()
         if action.type is ActionType.SCROLL and target is not None:
             cands = (tuple(round(v, 4) for v in target.box),)  # type: ignore[assignment]

@@ -1,4 +1,5 @@
-"""Qwen2.5-VL models for guirl: a tiny offline build, local loading, LoRA and parameter counts.
+"""Qwen2.5-VL models for guirl (and a text-only Qwen3 for CES's State Tracker): tiny offline builds,
+local loading, LoRA and parameter counts.
 
 Typical use (CPU, no network)::
 
@@ -11,6 +12,10 @@ Typical use (CPU, no network)::
 from guirl.models.loading import (
     CheckpointNotFoundError,
     ImageOnlyQwen2_5_VLProcessor,
+    TextProcessor,
+    adapter_base,
+    is_text_model,
+    load_folder,
     load_model,
     load_policy,
     load_processor,
@@ -23,9 +28,11 @@ from guirl.models.lora import (
     CCPO_LORA_DROPOUT,
     CCPO_LORA_R,
     LM_LORA_TARGET_REGEX,
+    TEXT_LM_LORA_TARGET_REGEX,
     apply_lora,
     is_lm_lora_target,
     lora_config,
+    lora_target_regex,
 )
 from guirl.models.summary import meta_parameter_count, model_summary
 from guirl.models.tiny import (
@@ -38,6 +45,7 @@ from guirl.models.tiny import (
     tiny_model_dirname,
     tiny_model_key,
 )
+from guirl.models.tiny_text import TinyTextSpec, build_tiny_text_model, tiny_text_model_key
 
 __all__ = [
     "CCPO_LORA_ALPHA",
@@ -46,6 +54,15 @@ __all__ = [
     "CheckpointNotFoundError",
     "ImageOnlyQwen2_5_VLProcessor",
     "LM_LORA_TARGET_REGEX",
+    "TEXT_LM_LORA_TARGET_REGEX",
+    "TextProcessor",
+    "TinyTextSpec",
+    "adapter_base",
+    "build_tiny_text_model",
+    "is_text_model",
+    "load_folder",
+    "lora_target_regex",
+    "tiny_text_model_key",
     "QWEN2_5_VL_ADDED_TOKENS",
     "TinySpec",
     "apply_lora",

@@ -1,4 +1,5 @@
-"""Load a Qwen2.5-VL processor and model from a local folder (tiny build or real checkpoint).
+"""Load a Qwen2.5-VL or a text-only Qwen3 processor and model from a local folder (tiny build or
+real checkpoint).
 
 All loading goes through :func:`load_processor` and :func:`load_model`, which only accept local
 folders (``local_files_only=True``): the Hugging Face hub is unreachable on this project's
@@ -6,6 +7,13 @@ machines. Where torchvision imports (GPU boxes), the processor is plain
 ``AutoProcessor.from_pretrained``; without it, transformers 5.x cannot build
 ``Qwen2_5_VLProcessor`` (its video processor needs torchvision), so
 :class:`ImageOnlyQwen2_5_VLProcessor` is used instead: same class behaviour, no video.
+
+A text-only causal LM (``model_type: qwen3``: CES's State Tracker, :mod:`guirl.models.tiny_text`)
+loads as ``AutoModelForCausalLM`` with a :class:`TextProcessor`: the tokenizer behind the
+processor interface the policies and the RL engine call (``apply_chat_template``, ``__call__``
+with ``text=`` and no images, ``batch_decode``, ``tokenizer``, ``save_pretrained``), so
+:class:`guirl.rollout.HFPolicy`, :func:`guirl.rl.logprobs.encode_samples` and the training
+stages take it unchanged. :func:`load_folder` loads any stage output, merging a LoRA adapter.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from transformers import Qwen2_5_VLProcessor
 
 from guirl.models.vision_attention import VISION_ATTENTION_MODES, set_vision_attention
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("qwen2_5_vl",)
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("qwen2_5_vl", "qwen3")
+#: The model types that read text only (no image processor; :class:`TextProcessor`).
+TEXT_MODEL_TYPES: tuple[str, ...] = ("qwen3",)
 
 
 class CheckpointNotFoundError(FileNotFoundError):
@@ -68,17 +78,18 @@ def _missing_message(path: Path, what: str) -> str:
         'model with `python -c "from guirl.models import build_tiny_model; print(build_tiny_model())"` '
         "and use the folder it prints, or point the profile's model path at a local folder holding "
         "a Qwen2.5-VL checkpoint (config.json, *.safetensors, tokenizer.json, tokenizer_config.json, "
-        "preprocessor_config.json)."
+        "preprocessor_config.json) or, for a text-only model, a Qwen3 one (no preprocessor_config.json)."
     )
 
 
 def resolve_checkpoint(path: str | os.PathLike[str], what: str = "load") -> Path:
-    """Check that ``path`` is a local Qwen2.5-VL checkpoint folder and return it as a ``Path``.
+    """Check that ``path`` is a local checkpoint folder of a supported model type
+    (:data:`SUPPORTED_MODEL_TYPES`: Qwen2.5-VL, or the text-only Qwen3) and return it as a ``Path``.
 
     Raises:
         CheckpointNotFoundError: the folder or its ``config.json`` is missing (message says how
             to build the tiny model or where to point the profile).
-        ValueError: ``config.json`` is unreadable or names a model type other than Qwen2.5-VL.
+        ValueError: ``config.json`` is unreadable or names another model type.
     """
     p = Path(path).expanduser()
     if not p.is_dir():
@@ -101,6 +112,76 @@ def resolve_checkpoint(path: str | os.PathLike[str], what: str = "load") -> Path
     return p
 
 
+def model_type(path: str | os.PathLike[str]) -> str:
+    """The ``model_type`` of a checkpoint folder (checked by :func:`resolve_checkpoint`)."""
+    p = resolve_checkpoint(path, "model_type")
+    return str(json.loads((p / "config.json").read_text())["model_type"])
+
+
+def is_text_model(path: str | os.PathLike[str]) -> bool:
+    """True for a text-only checkpoint (:data:`TEXT_MODEL_TYPES`)."""
+    return model_type(path) in TEXT_MODEL_TYPES
+
+
+def _flat_content(messages: Any) -> Any:
+    """Chat messages with structured text content joined into one string per message (a text-only
+    chat template, e.g. Qwen3's, renders only string content); an image part raises."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for c in content:
+                if isinstance(c, dict) and c.get("type") not in (None, "text"):
+                    raise ValueError(f"a text-only model got a {c.get('type')!r} part in a {m.get('role')!r} message")
+                parts.append(c.get("text", "") if isinstance(c, dict) else str(c))
+            m = {**m, "content": "".join(parts)}
+        out.append(m)
+    return out
+
+
+class TextProcessor:
+    """The processor interface of a text-only causal LM (module doc): a tokenizer behind the calls
+    a Qwen2.5-VL processor answers. ``__call__`` refuses images (an empty image list per prompt is
+    what the policies pass for a text prompt and is accepted); ``apply_chat_template`` joins
+    structured text content into strings first, so the same messages render under the tiny
+    model's Qwen2.5 template and a real Qwen3 template. ``tokenizer`` is the tokenizer itself
+    (what TRL's ``SFTTrainer`` takes as ``processing_class`` for a text model)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str]) -> TextProcessor:
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(path, local_files_only=True))
+
+    def __repr__(self) -> str:
+        return f"TextProcessor({type(self.tokenizer).__name__}, {len(self.tokenizer)} tokens)"
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.tokenizer.chat_template
+
+    def apply_chat_template(self, messages: Any, **kwargs: Any) -> Any:
+        return self.tokenizer.apply_chat_template(_flat_content(messages), **kwargs)
+
+    def __call__(self, text: Any = None, images: Any = None, **kwargs: Any) -> Any:
+        if images is not None and any(images if not isinstance(images, list) else [x for x in images if x]):
+            raise ValueError("a text-only model takes no images; this prompt has some")
+        return self.tokenizer(text, **kwargs)
+
+    def batch_decode(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tokenizer.batch_decode(*args, **kwargs)
+
+    def decode(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tokenizer.decode(*args, **kwargs)
+
+    def save_pretrained(self, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        return self.tokenizer.save_pretrained(path, **kwargs)
+
+
 def load_processor(
     path: str | os.PathLike[str], *, min_pixels: int | None = None, max_pixels: int | None = None
 ) -> Qwen2_5_VLProcessor:
@@ -112,12 +193,15 @@ def load_processor(
             (pixels of the resized image, H*W); e.g. cap a real 3B/7B processor for CPU runs.
 
     Returns:
-        ``AutoProcessor`` result when torchvision imports, else :class:`ImageOnlyQwen2_5_VLProcessor`.
+        ``AutoProcessor`` result when torchvision imports, else :class:`ImageOnlyQwen2_5_VLProcessor`;
+        a :class:`TextProcessor` for a text-only model (the pixel bounds do not apply).
         Calling it with ``images=`` and chat-templated text returns ``input_ids``,
         ``attention_mask``, ``pixel_values`` (patches x (3*2*14*14)), ``image_grid_thw``
         (images x 3) and ``mm_token_type_ids``.
     """
     p = resolve_checkpoint(path, "load_processor")
+    if is_text_model(p):
+        return TextProcessor.from_pretrained(p)  # type: ignore[return-value]  # no pixels to bound
     overrides: dict[str, Any] = {}
     if min_pixels is not None:
         overrides["min_pixels"] = min_pixels
@@ -152,7 +236,8 @@ def load_model(
     attn_implementation: str | None = None,
     vision_attention: str = "fused",
 ):
-    """Load ``Qwen2_5_VLForConditionalGeneration`` from a local folder, in eval mode.
+    """Load ``Qwen2_5_VLForConditionalGeneration`` (or, for a text-only Qwen3 folder,
+    ``AutoModelForCausalLM``) from a local folder, in eval mode.
 
     Args:
         path: local checkpoint folder.
@@ -166,7 +251,7 @@ def load_model(
             batched calls under sdpa, :mod:`guirl.models.vision_attention`) or ``"loop"``
             (transformers' one call per window).
     """
-    from transformers import Qwen2_5_VLForConditionalGeneration
+    from transformers import AutoModelForCausalLM, Qwen2_5_VLForConditionalGeneration
 
     p = resolve_checkpoint(path, "load_model")
     if vision_attention not in VISION_ATTENTION_MODES:
@@ -180,8 +265,11 @@ def load_model(
     kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(p, **kwargs)
-    set_vision_attention(model, vision_attention)
+    if is_text_model(p):
+        model = AutoModelForCausalLM.from_pretrained(p, **kwargs)
+    else:
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(p, **kwargs)
+        set_vision_attention(model, vision_attention)
     return model.to(device).eval()
 
 
@@ -234,3 +322,29 @@ def load_trained(
             device=device,
         )
     return load_policy(result["final"], None, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, device=device)
+
+
+def adapter_base(path: str | os.PathLike[str]) -> Path | None:
+    """The base model folder of a PEFT LoRA adapter folder (``adapter_config.json``'s
+    ``base_model_name_or_path``), or ``None`` when ``path`` holds full weights."""
+    cfg = Path(path) / "adapter_config.json"
+    if not cfg.is_file():
+        return None
+    return Path(json.loads(cfg.read_text())["base_model_name_or_path"])
+
+
+def load_folder(
+    path: str | os.PathLike[str],
+    *,
+    min_pixels: int,
+    max_pixels: int,
+    dtype: torch.dtype | str = "float32",
+    device: str | torch.device = "cpu",
+):
+    """``(model, processor)`` of any model folder a stage wrote or a profile names: full weights
+    (Qwen2.5-VL or text-only), or a LoRA adapter folder merged into the base it names
+    (:func:`adapter_base`); in eval mode. The CES loop loads its frozen models with it."""
+    base = adapter_base(path)
+    if base is None:
+        return load_policy(path, None, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, device=device)
+    return load_policy(base, path, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, device=device)

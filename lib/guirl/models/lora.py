@@ -1,4 +1,5 @@
-"""LoRA on the Qwen2.5-VL language model only (vision tower and merger frozen), via PEFT."""
+"""LoRA on the Qwen2.5-VL language model only (vision tower and merger frozen), or on a text-only
+causal LM's decoder layers (CES's State Tracker), via PEFT."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ LM_LORA_TARGET_REGEX = (
     r"(?:self_attn\.(?:q_proj|k_proj|v_proj|o_proj)|mlp\.(?:gate_proj|up_proj|down_proj))$"
 )
 
+# A text-only causal LM (Qwen3ForCausalLM: model.layers.<i>.self_attn / .mlp) has no vision tower;
+# its decoder layers sit under ``model.layers``. The preceding dot (or the start) keeps the pattern
+# off the VL model's ``language_model.layers`` (an underscore precedes ``model`` there).
+TEXT_LM_LORA_TARGET_REGEX = (
+    r"^(?:.*\.)?model\.layers\.\d+\."
+    r"(?:self_attn\.(?:q_proj|k_proj|v_proj|o_proj)|mlp\.(?:gate_proj|up_proj|down_proj))$"
+)
+
 # CCPO, Table 7 (training hyperparameters): LoRA rank 8, alpha 16, dropout 0.1.
 CCPO_LORA_R = 8
 CCPO_LORA_ALPHA = 16
@@ -26,6 +35,13 @@ CCPO_LORA_DROPOUT = 0.1
 def is_lm_lora_target(module_name: str, pattern: str = LM_LORA_TARGET_REGEX) -> bool:
     """True when PEFT would put a LoRA adapter on ``module_name`` for ``pattern`` (full match)."""
     return re.fullmatch(pattern, module_name) is not None
+
+
+def lora_target_regex(model: nn.Module) -> str:
+    """The LoRA target pattern of ``model``: :data:`LM_LORA_TARGET_REGEX` for a vision-language
+    model (its config has a ``vision_config``), :data:`TEXT_LM_LORA_TARGET_REGEX` for a text-only one."""
+    cfg = getattr(model, "config", None)
+    return LM_LORA_TARGET_REGEX if getattr(cfg, "vision_config", None) is not None else TEXT_LM_LORA_TARGET_REGEX
 
 
 def lora_config(
@@ -47,10 +63,11 @@ def apply_lora(
     r: int = CCPO_LORA_R,
     alpha: int = CCPO_LORA_ALPHA,
     dropout: float = CCPO_LORA_DROPOUT,
-    target_modules: str = LM_LORA_TARGET_REGEX,
+    target_modules: str | None = None,
 ):
     """Wrap ``model`` with LoRA adapters on the language-model linear layers (PEFT).
 
+    ``target_modules``: a PEFT pattern (``None``: :func:`lora_target_regex` of ``model``).
     Defaults follow CCPO Table 7 (rank 8, alpha 16, dropout 0.1); the adapter update is
     ``W x + (alpha / r) * B A x`` with ``A: r x d_in``, ``B: d_out x r`` (B zero-initialised,
     so the wrapped model initially computes exactly what ``model`` did).
@@ -65,6 +82,8 @@ def apply_lora(
     """
     from peft import get_peft_model
 
+    if target_modules is None:
+        target_modules = lora_target_regex(model)
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     hits = [n for n in names if is_lm_lora_target(n, target_modules)]
     if not hits:

@@ -186,7 +186,10 @@ def is_complete_build(path: str | os.PathLike[str], key: str | None = None) -> b
 
 
 def _train_tokenizer(spec: TinySpec):
-    """Train the byte-level BPE and wrap it as a ``Qwen2Tokenizer`` with the Qwen2.5-VL added tokens."""
+    """Train the byte-level BPE and wrap it as a ``Qwen2Tokenizer`` with the Qwen2.5-VL added tokens.
+
+    Reads ``spec.bpe_vocab_size``, ``corpus_lines`` and ``max_position_embeddings`` only (the tiny
+    Qwen3 of :mod:`guirl.models.tiny_text` passes its own spec with those fields)."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX  # Qwen2's split regex

@@ -182,9 +182,12 @@ def read_records(path: str | Path, *, image_root: str | Path | None = None) -> l
 
 
 def to_dataset(records: list[dict[str, Any]]):
-    """A ``datasets.Dataset`` whose ``images`` column decodes to PIL images on access."""
+    """A ``datasets.Dataset`` whose ``images`` column decodes to PIL images on access; records that
+    hold no image at all (a text-only model's) lose the column, so TRL trains them as text."""
     from datasets import Dataset, Image, List
 
     if not records:
         raise ValueError("no training records: the data folder is empty or the filters removed everything")
+    if not any(r.get("images") for r in records):
+        return Dataset.from_list([{k: v for k, v in r.items() if k != "images"} for r in records])
     return Dataset.from_list(records).cast_column("images", List(Image()))

@@ -16,7 +16,9 @@ Stages:
   setting of ``sft.histories``.
 * ``records``: the same training as ``sft`` on records a study wrote (:data:`RECORDS_INPUT`, a
   JSONL of :mod:`guirl.train.data` records: a planner's plans, a coordinator's instructions, a
-  memory-carrying agent's steps), for what recorded trajectory steps alone do not give.
+  memory-carrying agent's steps), for what recorded trajectory steps alone do not give. Records
+  without images train a text-only model (``model_type: qwen3``, e.g. CES's State Tracker)
+  through TRL's text path.
 
 The same script runs one CPU process or a multi-GPU DeepSpeed ZeRO-2 job (the DeepSpeed config
 comes from ``runtime.deepspeed_config``). Checkpoints go to ``<output-dir>/checkpoint-*``; a
@@ -224,7 +226,7 @@ def train(
     import torch
     from trl import SFTTrainer
 
-    from guirl.models import load_model, load_processor, lora_config
+    from guirl.models import TextProcessor, load_model, load_processor, lora_config, lora_target_regex
     from guirl.train.cores import callback_from_env
     from guirl.train.data import to_dataset
     from guirl.train.lm_head import compact_lm_head
@@ -249,7 +251,9 @@ def train(
     dataset = to_dataset(records)
     peft = None
     if stage in ("sft", "records") and cfg.lora.enabled:
-        peft = lora_config(r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
+        peft = lora_config(
+            r=cfg.lora.r, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout, target_modules=lora_target_regex(model)
+        )
     args = training_args(cfg, stage, output_dir)
     share = callback_from_env()  # side by side: take over the cores of a sibling stage that ended
     resume, before = complete_checkpoint(output_dir)
@@ -257,7 +261,8 @@ def train(
         model=model,
         args=args,
         train_dataset=dataset,
-        processing_class=processor,
+        # a text-only model (a CES State Tracker) trains through TRL's text path with its tokenizer
+        processing_class=processor.tokenizer if isinstance(processor, TextProcessor) else processor,
         peft_config=peft,
         callbacks=[_mark_complete(before), *([share] if share is not None else [])],
     )

@@ -15,8 +15,8 @@ odyssey, osgenesis, coepg_planner, coepg_grounder, ces_executor, androidlong, co
 ``FormatContext(strict=True, pipeline=...)`` reads an output exactly as an original evaluation
 pipeline does (each format's docstring lists its pipelines); the evaluator protocols choose them
 (:meth:`guirl.metrics.protocols.Protocol.parse`). The CES
-Coordinator / State Tracker return text, not an action: see :func:`parse_ces_coordinator` and
-:func:`parse_ces_state_tracker`.
+Coordinator / State Tracker return text, not an action: their parsers are CES's own
+(:mod:`guirl.methods.ces.roles`).
 """
 
 from __future__ import annotations
@@ -25,14 +25,7 @@ from guirl.actions.formats._base import OUTSIDE, ActionFormat, FormatContext, di
 from guirl.actions.formats.agentcpm import AgentCPMFormat
 from guirl.actions.formats.aguvis import AguvisFormat
 from guirl.actions.formats.androidlong import AndroidLongFormat
-from guirl.actions.formats.ces import (
-    CESExecutorFormat,
-    TextResult,
-    format_think_answer,
-    parse_ces_coordinator,
-    parse_ces_state_tracker,
-    parse_think_answer,
-)
+from guirl.actions.formats.ces import CESExecutorFormat
 from guirl.actions.formats.coat import CoATFormat
 from guirl.actions.formats.coepg import CoEPGGrounderFormat, CoEPGPlannerFormat
 from guirl.actions.formats.mobile_use import CCPOFormat, QwenMobileUseFormat
@@ -79,11 +72,6 @@ __all__ = [
     "FormatContext",
     "FORMAT_NAMES",
     "OUTSIDE",
-    "TextResult",
     "direction_from_points",
-    "format_think_answer",
     "get_format",
-    "parse_ces_coordinator",
-    "parse_ces_state_tracker",
-    "parse_think_answer",
 ]

@@ -35,9 +35,8 @@ r"""CES (Coordinator-Executor-State tracker) outputs.
     an action word guirl cannot express, or a scroll whose text is no direction, is read as an
     ``answer`` holding the text (``extra["action_word"]`` keeps the word).
 
-* ``ces_coordinator`` / ``ces_state_tracker``: ``<think>...</think><answer>...</answer>`` whose
-  answer is free text (the Coordinator's next sub-instruction, the State Tracker's compressed
-  task state). :func:`parse_think_answer` returns a :class:`TextResult`; it never raises.
+The Coordinator's and State Tracker's outputs are free text, not actions: their parsers are CES's
+own (:mod:`guirl.methods.ces.roles`).
 """
 
 from __future__ import annotations
@@ -46,10 +45,8 @@ import ast
 import bisect
 import contextlib
 import re
-from dataclasses import dataclass
 from typing import Any
 
-import guirl.actions.formats._base as _base
 from guirl.actions.formats._base import (
     ActionFormat,
     FormatContext,
@@ -456,57 +453,3 @@ def _guir1_action(text: str, ctx: FormatContext) -> Action:
     if t is not None and t is not ActionType.SCROLL and (point is not None or t not in COORDINATE_TYPES):
         return Action(t, point=point, text=inp, extra=extra)
     return Action(ActionType.ANSWER, point=point, text=inp, extra=extra)
-
-
-@dataclass(frozen=True)
-class TextResult:
-    """Parsed ``<think>..</think><answer>..</answer>`` text output: ``value`` or a ``reason``."""
-
-    value: str | None
-    reason: str = ""
-    thought: str | None = None
-    raw: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.value is not None
-
-
-def parse_think_answer(text: str, role: str = "ces") -> TextResult:
-    """Parse a Coordinator / State Tracker output. Never raises.
-
-    Fails (``value=None``) when there is no ``<answer>`` block or the answer is empty.
-    """
-    try:
-        if not isinstance(text, str):
-            return TextResult(None, f"{role}: output must be str, got {type(text).__name__}")
-        ans = tag(text, "answer")
-        thought = tag(text, "think")
-        if ans is None:
-            return TextResult(None, f"{role}: no <answer>...</answer> block", thought, text)
-        if not ans:
-            return TextResult(None, f"{role}: empty <answer>", thought, text)
-        return TextResult(ans, "", thought, text)
-    except Exception as e:  # noqa: BLE001 - the same policy as ActionFormat.parse (guirl.actions.formats._base)
-        _base.logger.warning("%s: internal parser error %s: %s", role, type(e).__name__, e)
-        if _base.RAISE_INTERNAL_ERRORS:
-            raise
-        return TextResult(None, f"{role}: unexpected {type(e).__name__}: {e}", None, "")
-
-
-def parse_ces_coordinator(text: str) -> TextResult:
-    """Coordinator output -> the next sub-instruction for the Executor."""
-    return parse_think_answer(text, "ces_coordinator")
-
-
-def parse_ces_state_tracker(text: str) -> TextResult:
-    """State Tracker output -> the compressed task state."""
-    return parse_think_answer(text, "ces_state_tracker")
-
-
-def format_think_answer(answer: str, thought: str | None = None) -> str:
-    """Inverse of :func:`parse_think_answer` (``answer`` must be non-empty after strip)."""
-    if not answer.strip():
-        raise ValueError("answer must be non-empty")
-    head = f"<think>{thought}</think>" if thought is not None else ""
-    return f"{head}<answer>{answer}</answer>"

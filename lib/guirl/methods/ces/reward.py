@@ -35,8 +35,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from guirl.actions.formats import parse_think_answer
 from guirl.actions.types import Action, ParseResult
+from guirl.methods.ces.roles import parse_think_answer
 from guirl.rewards.base import GroundTruth, RewardInputError, RewardResult, as_parse_result, match_gt
 
 __all__ = ["CESConfig", "ces_format_ok", "ces_param_match", "ces_reward"]

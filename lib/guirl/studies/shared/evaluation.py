@@ -140,7 +140,8 @@ def evaluate_offline(
 
     ``policy`` may be an :class:`~guirl.rollout.Agent` (several models or a memory): it answers
     the same steps through :func:`guirl.rollout.agent_steps` (episodes in lockstep, so its state
-    runs forward) and its text is parsed with its own ``output_format``; no ``history_builder``.
+    runs forward) and its text is parsed with its own ``output_format``; no ``history_builder``;
+    a step whose :class:`~guirl.rollout.AgentStep` carries ``info`` adds it as ``agent_info``.
     ``history_builder`` rewrites the ground-truth history (see
     :func:`guirl.rollout.step_prompts`); ``labels`` are extra fields put into every record
     (e.g. ``{"train_seed": 1}``). Returns one prediction record per step
@@ -164,7 +165,7 @@ def evaluate_offline(
             max_pixels=max_pixels,
             max_steps=max_steps,
         )
-        outputs = [(a.episode, a.t, a.step.text) for a in answered]
+        outputs = [(a.episode, a.t, a.step.text, dict(a.step.info or {})) for a in answered]
         output_format = policy.output_format
     else:
         items = step_prompts(
@@ -177,7 +178,7 @@ def evaluate_offline(
             history_builder=history_builder,
         )
         answers = policy.complete([it.prompt for it in items])
-        outputs = [(it.episode, it.t, completions[0].text) for it, completions in zip(items, answers)]
+        outputs = [(it.episode, it.t, completions[0].text, {}) for it, completions in zip(items, answers)]
         output_format = spec.output_format
     return [
         {
@@ -193,9 +194,10 @@ def evaluate_offline(
                 min_pixels=min_pixels,
                 max_pixels=max_pixels,
             ),
+            **({"agent_info": info} if info else {}),
             **extra,
         }
-        for episode, t, text in outputs
+        for episode, t, text, info in outputs
     ]
 
 
@@ -443,14 +445,20 @@ class OnlineEvaluation:
     summary: dict[str, float] = field(default_factory=dict)
 
 
-def online_tasks(cfg: Config, run: int, *, same_tasks: bool = False) -> list[Any]:
+def online_tasks(
+    cfg: Config, run: int, *, same_tasks: bool = False, categories: Sequence[str] | None = None
+) -> list[Any]:
     """The ``eval.n_tasks`` MiniGUI tasks of online run ``run``: drawn with seed
     ``cfg.seed + ONLINE_TASK_SEED_OFFSET + run`` (a new task set per run), or with ``run = 0``
-    for every run when ``same_tasks``."""
+    for every run when ``same_tasks``; ``categories``: drawn from these task categories only
+    (``guirl.env.tasks.CATEGORIES``, taking turns), e.g. the long-horizon ones."""
     from guirl.env.tasks import generate_tasks
 
     return generate_tasks(
-        cfg.eval.n_tasks, seed=cfg.seed + ONLINE_TASK_SEED_OFFSET + (0 if same_tasks else run), prefix="online"
+        cfg.eval.n_tasks,
+        seed=cfg.seed + ONLINE_TASK_SEED_OFFSET + (0 if same_tasks else run),
+        categories=categories,
+        prefix="online",
     )
 
 
@@ -464,6 +472,7 @@ def evaluate_online(
     do_sample: bool | None = None,
     temperature: float | None = None,
     top_p: float = 1.0,
+    categories: Sequence[str] | None = None,
     progress: bool = True,
 ) -> OnlineEvaluation:
     """Online MiniGUI play over ``n_runs`` runs (default ``eval.n_seeds``) of ``eval.n_tasks``
@@ -485,7 +494,7 @@ def evaluate_online(
     for k in range(n_runs if n_runs is not None else cfg.eval.n_seeds):
         res = play_online(
             policy,
-            online_tasks(cfg, k, same_tasks=same_tasks),
+            online_tasks(cfg, k, same_tasks=same_tasks, categories=categories),
             spec,
             width=cfg.data.width,
             height=cfg.data.height,
@@ -509,7 +518,7 @@ def evaluate_online(
 TEXT_ACTIONS: frozenset[ActionType] = TEXT_TYPES - {ActionType.OPEN_APP}
 
 
-def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
+def online_task_facts(cfg: Config, categories: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
     """``{task_id: {"expert_steps": n, "subgoal_rate_at_reset": r, "needs_text": 0.0 | 1.0}}`` for
     each task of every online run (:func:`online_tasks`).
 
@@ -521,11 +530,11 @@ def online_task_facts(cfg: Config) -> dict[str, dict[str, float]]:
     live in Lima, send ..." is already met for the contacts who do not). ``needs_text``: 1.0 when the
     expert's solution has an action of :data:`TEXT_ACTIONS` (a name or number to type, an answer to
     give), 0.0 when clicks, presses and scrolls suffice; an agent that cannot write the right text
-    can solve only the latter.
+    can solve only the latter. ``categories``: the tasks of :func:`online_tasks` with those categories.
     """
     out: dict[str, dict[str, float]] = {}
     for k in range(cfg.eval.n_seeds):
-        for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks):
+        for task in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks, categories=categories):
             if task.task_id not in out:
                 out[task.task_id] = task_facts(task, width=cfg.data.width, height=cfg.data.height)
     return out
