@@ -193,13 +193,3 @@ def make_dry_run(*args: str) -> str:
         timeout=60,
         check=True,
     ).stdout
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: ``-n 2 --dist loadscope``, one module per worker at a
-    time), the notebook smoke chain (``test_notebooks.py``, about half of the suite's time, run in
-    order on one worker because later notebooks read earlier ones' outputs) goes first, so that the
-    other worker runs every other module beside it instead of waiting for it at the end."""
-    if not getattr(config.option, "numprocesses", None):
-        return
-    items.sort(key=lambda item: item.path.name != "test_notebooks.py")  # stable: order kept within each side

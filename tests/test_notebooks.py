@@ -734,18 +734,68 @@ def test_every_notebook_has_an_output_check() -> None:
     assert set(CHECKS) == {p.stem for p in NOTEBOOKS}
 
 
-@pytest.fixture(scope="session")
-def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("notebook-smoke")
-    return {
-        var: base / var.removeprefix("GUIRL_").lower()
-        for var in ("GUIRL_RUNS", "GUIRL_FIGURES", "GUIRL_DATA", "GUIRL_CACHE")
-    }
+#: The notebook that splits the smoke runs in two chains (``smoke_chains``).
+SPLIT_AT = "02_ccpo_rl"
+
+
+def smoke_chains(notebooks: list[Path], split_at: str = SPLIT_AT) -> dict[str, list[Path]]:
+    """The smoke runs as two chains that ``make test`` runs side by side (one pytest-xdist group
+    each, ``pytest_collection_modifyitems`` in conftest.py): ``"a"``, the notebook ``split_at`` and
+    every notebook that reads it, directly or not; ``"b"``, the others. Each chain starts with the
+    notebooks its members read (00 and 01 run in both), in the DAG's order. One chain when
+    ``split_at`` is not among ``notebooks``."""
+    by_stem = {p.stem: p for p in notebooks}
+    reads = {stem: set(dag.notebook_reads(p)) for stem, p in by_stem.items()}
+
+    def upstream(stems: set[str]) -> set[str]:
+        out, todo = set(), list(stems)
+        while todo:
+            for r in reads.get(todo.pop(), ()):
+                if r not in out:
+                    out.add(r)
+                    todo.append(r)
+        return out
+
+    if split_at not in by_stem:
+        return {"a": list(notebooks)}
+    a = {split_at} | {stem for stem in by_stem if split_at in upstream({stem})}
+    b = set(by_stem) - a - upstream(a)
+    chains = {"a": a | upstream(a), "b": b | upstream(b)} if b else {"a": a | upstream(a)}
+    return {name: [p for p in notebooks if p.stem in stems] for name, stems in chains.items()}
+
+
+def test_smoke_chains_cover_every_notebook_after_what_it_reads() -> None:
+    chains = smoke_chains(NOTEBOOKS)
+    assert {p.stem for ps in chains.values() for p in ps} == {p.stem for p in NOTEBOOKS}
+    for ps in chains.values():
+        stems = [p.stem for p in ps]
+        for i, p in enumerate(ps):
+            assert set(dag.notebook_reads(p)) <= set(stems[:i]), (p.stem, stems)
+    if len(chains) == 2:  # 02 and its readers in one, the rest in the other
+        assert {p.stem for p in chains["a"]} >= {"02_ccpo_rl", "05_efficiency_profiling", "06_attention_visualization"}
+        assert "02_ccpo_rl" not in {p.stem for p in chains["b"]}
 
 
 @pytest.fixture(scope="session")
-def smoke_state() -> dict[str, Any]:
-    """What earlier smoke runs leave for later checks (e.g. the MiniGUI build of 00)."""
+def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Path]]:
+    """The output folders of one smoke chain (a factory: one set per chain name)."""
+    made: dict[str, dict[str, Path]] = {}
+
+    def roots(chain: str) -> dict[str, Path]:
+        if chain not in made:
+            base = tmp_path_factory.mktemp(f"notebook-smoke-{chain}")
+            made[chain] = {
+                var: base / var.removeprefix("GUIRL_").lower()
+                for var in ("GUIRL_RUNS", "GUIRL_FIGURES", "GUIRL_DATA", "GUIRL_CACHE")
+            }
+        return made[chain]
+
+    return roots
+
+
+@pytest.fixture(scope="session")
+def smoke_state() -> dict[str, dict[str, Any]]:
+    """What earlier smoke runs of a chain leave for its later checks (e.g. the MiniGUI build of 00)."""
     return {}
 
 
@@ -758,9 +808,12 @@ def smoke_state() -> dict[str, Any]:
 SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600, "07_agentcpm_androidlong": 1800}
 
 
-def _smoke_param(notebook: Path):
-    marks = [pytest.mark.timeout(SMOKE_TIMEOUT_S[notebook.stem])] if notebook.stem in SMOKE_TIMEOUT_S else []
-    return pytest.param(notebook, id=notebook.stem, marks=marks)
+def _smoke_param(chain: str, notebook: Path):
+    # under pytest-xdist (`make test`: --dist loadgroup) a chain runs in order on one worker
+    marks = [pytest.mark.xdist_group(f"notebook-smoke-{chain}")]
+    if notebook.stem in SMOKE_TIMEOUT_S:
+        marks.append(pytest.mark.timeout(SMOKE_TIMEOUT_S[notebook.stem]))
+    return pytest.param(chain, notebook, id=f"{chain}-{notebook.stem}", marks=marks)
 
 
 # Defined only when notebooks exist, so an empty notebooks/ folder gives no skipped test.
@@ -768,21 +821,28 @@ if NOTEBOOKS:
 
     @pytest.mark.notebook
     @pytest.mark.slow
-    @pytest.mark.parametrize("notebook", [_smoke_param(p) for p in NOTEBOOKS])
+    @pytest.mark.parametrize(
+        ("chain", "notebook"), [_smoke_param(c, p) for c, ps in smoke_chains(NOTEBOOKS).items() for p in ps]
+    )
     def test_notebook_smoke(
-        notebook: Path, smoke_roots: dict[str, Path], smoke_state: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+        chain: str,
+        notebook: Path,
+        smoke_roots: Callable[[str], dict[str, Path]],
+        smoke_state: dict[str, dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        for var, folder in smoke_roots.items():
+        roots = smoke_roots(chain)
+        for var, folder in roots.items():
             folder.mkdir(parents=True, exist_ok=True)
             monkeypatch.setenv(var, str(folder))
         result = run_notebook(notebook, "tiny", overlays=["smoke"], quiet=True)
-        assert result.output == (smoke_roots["GUIRL_RUNS"] / "tiny" / notebook.name).resolve()
+        assert result.output == (roots["GUIRL_RUNS"] / "tiny" / notebook.name).resolve()
         executed = json.loads(result.output.read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert errors == []
         # the run's config: the profile, the notebook's own experiment file (if any) and the smoke overlay
         assert load_config(result.config_path) == load_config("tiny", default_experiment(notebook), overlays=["smoke"])
-        CHECKS[notebook.stem](Outputs(result, smoke_roots["GUIRL_FIGURES"]), smoke_state)
+        CHECKS[notebook.stem](Outputs(result, roots["GUIRL_FIGURES"]), smoke_state.setdefault(chain, {}))
 
 
 @pytest.mark.notebook
