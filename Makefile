@@ -13,12 +13,11 @@ PROFILE     ?= tiny
 KERNEL      := guirl
 # per-test timeout (s); notebook smoke runs that take longer carry their own (tests/test_notebooks.py)
 TEST_TIMEOUT ?= 900
-# test processes (pytest-xdist, --dist loadgroup): the two notebook smoke chains (tests/test_notebooks.py,
-# smoke_chains) start first, one per process, and every other test goes to whichever is free;
-# TEST_WORKERS=0 runs the suite in this process
+# test processes (pytest-xdist, --dist loadscope: a test module runs on one process, so the notebook
+# smoke chains of tests/test_notebooks.py run in order); TEST_WORKERS=0 runs the suite in this process
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope)
 # make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the
 # smoke overlay (configs/overlays/smoke.yaml), ARGS passes more runner arguments
 # (e.g. ARGS="--experiment aitz" or ARGS="--override seed=1").
