@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -358,15 +359,21 @@ def build_tiny_model(
     """
     parent = Path(out_dir) if out_dir is not None else default_cache_dir()
     key = tiny_model_key(spec, seed)
-    final = parent / _dirname(seed, key)
+    return build_once(parent / _dirname(seed, key), key, lambda tmp: _write_build(tmp, spec, seed, key))
+
+
+def build_once(final: Path, key: str, write: Callable[[Path], None]) -> Path:
+    """``final`` when it holds a complete build of ``key``; else ``write`` fills a temporary sibling
+    folder, renamed to ``final`` only when complete (an interrupted build leaves nothing half
+    written; concurrent builders of the same folder are safe). The tiny models' shared cache step."""
     if is_complete_build(final, key):
         return final
-    parent.mkdir(parents=True, exist_ok=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not is_complete_build(final, key):
         shutil.rmtree(final)  # our own hashed name without the marker: a broken leftover
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
-        _write_build(tmp, spec, seed, key)
+        write(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
         try:
             os.rename(tmp, final)

@@ -17,8 +17,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +28,8 @@ from guirl.models.tiny import (
     QWEN2_5_VL_ADDED_TOKENS,
     _library_versions,
     _train_tokenizer,
+    build_once,
     default_cache_dir,
-    is_complete_build,
     qwen2_5_vl_chat_template,
 )
 
@@ -138,22 +136,4 @@ def build_tiny_text_model(
     determinism as :func:`guirl.models.build_tiny_model`."""
     parent = Path(out_dir) if out_dir is not None else default_cache_dir()
     key = tiny_text_model_key(spec, seed)
-    final = parent / _dirname(seed, key)
-    if is_complete_build(final, key):
-        return final
-    parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        shutil.rmtree(final)  # our own hashed name without the marker: a broken leftover
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=parent))
-    try:
-        _write_build(tmp, spec, seed, key)
-        os.chmod(tmp, 0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not is_complete_build(final, key):
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    return build_once(parent / _dirname(seed, key), key, lambda tmp: _write_build(tmp, spec, seed, key))

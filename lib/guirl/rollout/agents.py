@@ -100,12 +100,17 @@ class PolicyAgent:
     def reset(self, keys: Sequence[str]) -> None:
         return None
 
+    def history(self, turn: Turn) -> list[tuple[str, Any]]:
+        """The ``(action text, screenshot)`` pairs the prompt of ``turn`` shows (here: the turn's
+        own; an agent with state between steps rewrites them)."""
+        return list(turn.history)
+
     def prompt(self, turn: Turn):
         """The prompt of ``turn`` (what the policy answers)."""
         sp = format_context(turn.screen_size, self.min_pixels, self.max_pixels).space("resized")
         return build_prompt(
             turn.instruction,
-            list(turn.history),
+            self.history(turn),
             turn.screenshot,
             self.spec,
             turn.step_instruction,
@@ -118,7 +123,11 @@ class PolicyAgent:
         outs = self.policy.complete(
             [self.prompt(t) for t in turns], do_sample=do_sample, temperature=temperature, top_p=top_p, seed=seed
         )
-        return [AgentStep(completions[0].text) for completions in outs]
+        return [self.step(turn, completions[0].text) for turn, completions in zip(turns, outs, strict=True)]
+
+    def step(self, turn: Turn, text: str) -> AgentStep:
+        """The :class:`AgentStep` of the policy's answer ``text`` to ``turn``."""
+        return AgentStep(text)
 
 
 def as_agent(policy_or_agent: Any, spec: PromptSpec, *, min_pixels: int, max_pixels: int) -> Agent:

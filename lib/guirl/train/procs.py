@@ -17,6 +17,7 @@ is free again (the kernel drops a dead process's ``flock``), so a stale lock fil
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import fcntl
 import json
@@ -142,10 +143,8 @@ def stop_group(proc: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
             time.sleep(0.05)
         if not _group_alive(proc.pid):
             break
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):  # signalled; not waited for beyond the grace time
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     forget(proc)
 
 
@@ -233,10 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         time.sleep(0.1)
     others = [pid for pid in group_members(os.getpgrp()) if pid != os.getpid()]
     for pid in others:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     child.poll()
     return 128 + stopping[0]
 

@@ -40,7 +40,7 @@ from guirl.actions.formats import FormatContext, get_format
 from guirl.actions.types import Action, ParseResult
 from guirl.data.schema import Episode
 from guirl.prompts import PromptSpec, build_prompt, format_context
-from guirl.rollout.agents import AgentStep, Turn
+from guirl.rollout.agents import AgentStep, PolicyAgent, Turn
 from guirl.rollout.policy import Policy
 
 __all__ = [
@@ -204,24 +204,23 @@ def memory_records(
     return out
 
 
-class MemoryAgent:
+class MemoryAgent(PolicyAgent):
     """A :class:`~guirl.rollout.Policy` that carries its memory in its reasoning (module doc); an
     :class:`~guirl.rollout.Agent` of ``spec.output_format``. ``max_items``: the memory kept."""
 
     def __init__(
         self, policy: Policy, spec: PromptSpec, *, min_pixels: int, max_pixels: int, max_items: int = MAX_ITEMS
     ) -> None:
-        self.policy, self.spec = policy, spec
-        self.min_pixels, self.max_pixels = int(min_pixels), int(max_pixels)
+        super().__init__(policy, spec, min_pixels=min_pixels, max_pixels=max_pixels)
         self.max_items = int(max_items)
-        self.output_format = spec.output_format
         self.memories: dict[str, list[tuple[str, ...]]] = {}
 
     def reset(self, keys: Sequence[str]) -> None:
         for k in keys:
             self.memories[k] = []
 
-    def _history(self, turn: Turn) -> list[tuple[str, Any]]:
+    def history(self, turn: Turn) -> list[tuple[str, Any]]:
+        """The loop's history with the agent's memories in the reasoning of its past steps (module doc)."""
         mems = self.memories.get(turn.key, [])
         out = []
         for k, (text, image) in enumerate(turn.history):
@@ -230,30 +229,10 @@ class MemoryAgent:
             out.append((text, image))
         return out
 
-    def prompt(self, turn: Turn):
-        """The prompt of ``turn``: the loop's history with the agent's memories (module doc)."""
-        sp = format_context(turn.screen_size, self.min_pixels, self.max_pixels).space("resized")
-        return build_prompt(
-            turn.instruction,
-            self._history(turn),
-            turn.screenshot,
-            self.spec,
-            turn.step_instruction,
-            resolution=(sp.width, sp.height),
-        )
-
-    def act(self, turns, *, do_sample=False, temperature=1.0, top_p=1.0, seed=None) -> list[AgentStep]:
-        if not turns:
-            return []
-        outs = self.policy.complete(
-            [self.prompt(t) for t in turns], do_sample=do_sample, temperature=temperature, top_p=top_p, seed=seed
-        )
-        steps = []
-        for turn, completions in zip(turns, outs, strict=True):
-            text = completions[0].text
-            ctx = format_context(turn.screen_size, self.min_pixels, self.max_pixels)
-            _, mem = read_step(text, self.output_format, ctx)
-            items = tuple(m for m in (mem or ()) if "\n" not in m and m != _EMPTY)[-self.max_items :]
-            self.memories.setdefault(turn.key, []).append(items)
-            steps.append(AgentStep(text, {"memory": list(items), "wrote_memory": mem is not None}))
-        return steps
+    def step(self, turn: Turn, text: str) -> AgentStep:
+        """The answer with the memory it wrote (kept for the episode's next steps)."""
+        ctx = format_context(turn.screen_size, self.min_pixels, self.max_pixels)
+        _, mem = read_step(text, self.output_format, ctx)
+        items = tuple(m for m in (mem or ()) if "\n" not in m and m != _EMPTY)[-self.max_items :]
+        self.memories.setdefault(turn.key, []).append(items)
+        return AgentStep(text, {"memory": list(items), "wrote_memory": mem is not None})
