@@ -574,7 +574,9 @@ def test_paper_3b_planner_grpo_dry_run_through_accelerate(tiny_model, minigui, t
         **grounder_inputs([tiny_model, tiny_model, tiny_model]),
     )  # fmt: skip
     result = run_stage(stage, echo=False)
-    assert result["global_step"] == 2 and result["role"] == "coepg.planner" and result["adapter"] is True
+    # full-parameter GRPO: Co-EPG's appendix trains the planner with ZeRO-3 offload at lr 5e-7, no LoRA
+    assert result["global_step"] == 2 and result["role"] == "coepg.planner" and result["adapter"] is False
+    assert not (out / "final" / "adapter_config.json").exists()
     rows = read_log(out / LOG_FILE)
     assert [r["step"] for r in rows] == [1, 2] and all(r["n_generated"] == 4 for r in rows)
     assert all("reward/plan_logprob" in r and "reward/plan_prob" in r for r in rows)
