@@ -13,11 +13,12 @@ PROFILE     ?= tiny
 KERNEL      := guirl
 # per-test timeout (s); notebook smoke runs that take longer carry their own (tests/test_notebooks.py)
 TEST_TIMEOUT ?= 900
-# test processes (pytest-xdist, --dist loadscope: a test module runs on one process, so the notebook
-# smoke chains of tests/test_notebooks.py run in order); TEST_WORKERS=0 runs the suite in this process
+# test processes (pytest-xdist, --dist loadscope: a test module runs in order on one process; the two
+# notebook smoke chains, tests/test_notebooks_smoke_{a,b}.py, are collected first, so each starts at
+# once on its own process); TEST_WORKERS=0 runs the suite in this process
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope)
+_xdist       = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 # make reproduce / make nb-NN_name: FORCE=1 reruns even up-to-date notebooks, SMOKE=1 applies the
 # smoke overlay (configs/overlays/smoke.yaml), ARGS passes more runner arguments
 # (e.g. ARGS="--experiment aitz" or ARGS="--override seed=1").

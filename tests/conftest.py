@@ -52,6 +52,29 @@ def isolated_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_ca
     return roots
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The notebook smoke chains (tests/test_notebooks_smoke_*.py) first, in their order: they are the
+    longest modules, and ``make test`` (``--dist loadscope --no-loadscope-reorder``) hands modules to
+    its processes in this order, so each chain starts at once on its own process."""
+    smoke = [it for it in items if it.path.name.startswith("test_notebooks_smoke_")]
+    if smoke:
+        rest = [it for it in items if not it.path.name.startswith("test_notebooks_smoke_")]
+        items[:] = smoke + rest
+
+
+@pytest.fixture(scope="module")
+def smoke_roots(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The output folders of one notebook smoke chain (its module): ``{"GUIRL_RUNS": <tmp>/runs, ...}``."""
+    base = tmp_path_factory.mktemp(f"notebook-smoke-{request.module.__name__.rsplit('_', 1)[-1]}")
+    return {var: base / var.removeprefix("GUIRL_").lower() for var in OUTPUT_VARS}
+
+
+@pytest.fixture(scope="module")
+def smoke_state() -> dict[str, Any]:
+    """What the earlier smoke runs of a chain leave for its later checks (e.g. the MiniGUI build of 00)."""
+    return {}
+
+
 @pytest.fixture(autouse=True)
 def parser_errors_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     """An internal error of an action parser (anything but a reading failure) fails the test

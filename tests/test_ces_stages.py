@@ -202,7 +202,9 @@ def test_paper_profile_dry_run_with_three_tiny_checkpoints(tiny_vl, minigui, tmp
     for name, role in ((cs.STAGE1, "ces.coordinator"), (cs.STAGE2, "ces.state_tracker")):
         # the RL stages train every parameter (CES Table 4: lr 1e-6; LoRA is App. B.2's SFT warm-up only)
         assert results[name]["role"] == role and results[name]["global_step"] == 1
-        assert results[name]["adapter"] is False and results[name]["trainable_parameters"] == results[name]["parameters"]
+        assert (
+            results[name]["adapter"] is False and results[name]["trainable_parameters"] == results[name]["parameters"]
+        )
     # the loop runs on the trained parts: one offline step with App. C's executor prompt
     from guirl.data.splits import load_splits
     from guirl.studies.shared.evaluation import evaluate_offline

@@ -3,8 +3,10 @@ the Makefile runs the same list, and each one runs end to end on the tiny profil
 overlay, checked through what it wrote: the ``Report`` sidecars (tables exist, row counts, metric
 ranges) and the config it saved, which must be the one the runner resolved.
 
-The smoke runs share one set of output folders for the session and run in file order, so a
-later notebook finds what an earlier one generated (as in ``make reproduce``).
+The smoke runs form two chains (``smoke_chains``), each in its own module
+(tests/test_notebooks_smoke_a.py, ..._b.py) so that ``make test`` runs them side by side. A chain's
+runs share one set of output folders and run in order, so a later notebook finds what an earlier
+one generated (as in ``make reproduce``).
 """
 
 from __future__ import annotations
@@ -739,11 +741,10 @@ SPLIT_AT = "02_ccpo_rl"
 
 
 def smoke_chains(notebooks: list[Path], split_at: str = SPLIT_AT) -> dict[str, list[Path]]:
-    """The smoke runs as two chains that ``make test`` runs side by side (one pytest-xdist group
-    each, ``pytest_collection_modifyitems`` in conftest.py): ``"a"``, the notebook ``split_at`` and
-    every notebook that reads it, directly or not; ``"b"``, the others. Each chain starts with the
-    notebooks its members read (00 and 01 run in both), in the DAG's order. One chain when
-    ``split_at`` is not among ``notebooks``."""
+    """The smoke runs as two chains that ``make test`` runs side by side (one test module each,
+    ``SMOKE_MODULE``): ``"a"``, the notebook ``split_at`` and every notebook that reads it, directly
+    or not; ``"b"``, the others. Each chain starts with the notebooks its members read (00 and 01 run
+    in both), in the DAG's order. One chain when ``split_at`` is not among ``notebooks``."""
     by_stem = {p.stem: p for p in notebooks}
     reads = {stem: set(dag.notebook_reads(p)) for stem, p in by_stem.items()}
 
@@ -776,29 +777,6 @@ def test_smoke_chains_cover_every_notebook_after_what_it_reads() -> None:
         assert "02_ccpo_rl" not in {p.stem for p in chains["b"]}
 
 
-@pytest.fixture(scope="session")
-def smoke_roots(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Path]]:
-    """The output folders of one smoke chain (a factory: one set per chain name)."""
-    made: dict[str, dict[str, Path]] = {}
-
-    def roots(chain: str) -> dict[str, Path]:
-        if chain not in made:
-            base = tmp_path_factory.mktemp(f"notebook-smoke-{chain}")
-            made[chain] = {
-                var: base / var.removeprefix("GUIRL_").lower()
-                for var in ("GUIRL_RUNS", "GUIRL_FIGURES", "GUIRL_DATA", "GUIRL_CACHE")
-            }
-        return made[chain]
-
-    return roots
-
-
-@pytest.fixture(scope="session")
-def smoke_state() -> dict[str, dict[str, Any]]:
-    """What earlier smoke runs of a chain leave for its later checks (e.g. the MiniGUI build of 00)."""
-    return {}
-
-
 #: Per-test timeouts (seconds) of the smoke runs that outgrow the Makefile's TEST_TIMEOUT on a loaded
 #: 2-core host. 02 trains 8 RL stages: with about 9 CPU-bound jobs per core (load average 15-21), 5 of
 #: them took 66 min (13 min each; 00 took 55 s and 01 625 s); a second `make test` beside this one
@@ -807,42 +785,56 @@ def smoke_state() -> dict[str, dict[str, Any]]:
 #: beside it), so about 3x that at 02's load; 1800 s leaves about 1.5x.
 SMOKE_TIMEOUT_S = {"02_ccpo_rl": 3600, "07_agentcpm_androidlong": 1800}
 
-
-def _smoke_param(chain: str, notebook: Path):
-    # under pytest-xdist (`make test`: --dist loadgroup) a chain runs in order on one worker
-    marks = [pytest.mark.xdist_group(f"notebook-smoke-{chain}")]
-    if notebook.stem in SMOKE_TIMEOUT_S:
-        marks.append(pytest.mark.timeout(SMOKE_TIMEOUT_S[notebook.stem]))
-    return pytest.param(chain, notebook, id=f"{chain}-{notebook.stem}", marks=marks)
+#: The module that holds a chain's smoke runs (one module per chain: ``make test``'s pytest-xdist
+#: ``--dist loadscope`` runs a module in order on one process, and the chains side by side).
+SMOKE_MODULE = "test_notebooks_smoke_{chain}.py"
 
 
-# Defined only when notebooks exist, so an empty notebooks/ folder gives no skipped test.
-if NOTEBOOKS:
+def smoke_chain_test(chain: str) -> Callable[..., None] | None:
+    """The smoke test of one chain (``smoke_chains``), for its module ``SMOKE_MODULE``: one case per
+    notebook, in the chain's order, each checked by ``CHECKS``. ``None`` when there is no such chain
+    (no notebooks, or no split), so that an empty chain collects no test rather than a skipped one.
+    The chain's output folders (``smoke_roots``) and what its checks leave for later ones
+    (``smoke_state``) are module fixtures of conftest.py."""
+    notebooks = smoke_chains(NOTEBOOKS).get(chain) if NOTEBOOKS else None
+    if not notebooks:
+        return None
+
+    def param(notebook: Path):
+        marks = [pytest.mark.timeout(SMOKE_TIMEOUT_S[notebook.stem])] if notebook.stem in SMOKE_TIMEOUT_S else []
+        return pytest.param(notebook, id=notebook.stem, marks=marks)
 
     @pytest.mark.notebook
     @pytest.mark.slow
-    @pytest.mark.parametrize(
-        ("chain", "notebook"), [_smoke_param(c, p) for c, ps in smoke_chains(NOTEBOOKS).items() for p in ps]
-    )
+    @pytest.mark.parametrize("notebook", [param(p) for p in notebooks])
     def test_notebook_smoke(
-        chain: str,
         notebook: Path,
-        smoke_roots: Callable[[str], dict[str, Path]],
-        smoke_state: dict[str, dict[str, Any]],
+        smoke_roots: dict[str, Path],
+        smoke_state: dict[str, Any],
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        roots = smoke_roots(chain)
-        for var, folder in roots.items():
+        for var, folder in smoke_roots.items():
             folder.mkdir(parents=True, exist_ok=True)
             monkeypatch.setenv(var, str(folder))
         result = run_notebook(notebook, "tiny", overlays=["smoke"], quiet=True)
-        assert result.output == (roots["GUIRL_RUNS"] / "tiny" / notebook.name).resolve()
+        assert result.output == (smoke_roots["GUIRL_RUNS"] / "tiny" / notebook.name).resolve()
         executed = json.loads(result.output.read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert errors == []
         # the run's config: the profile, the notebook's own experiment file (if any) and the smoke overlay
         assert load_config(result.config_path) == load_config("tiny", default_experiment(notebook), overlays=["smoke"])
-        CHECKS[notebook.stem](Outputs(result, roots["GUIRL_FIGURES"]), smoke_state.setdefault(chain, {}))
+        CHECKS[notebook.stem](Outputs(result, smoke_roots["GUIRL_FIGURES"]), smoke_state)
+
+    return test_notebook_smoke
+
+
+def test_every_smoke_chain_has_its_module() -> None:
+    """A chain without its module would never run; a module without its chain collects nothing."""
+    modules = {p.name for p in (REPO / "tests").glob(SMOKE_MODULE.format(chain="*"))}
+    assert modules == {SMOKE_MODULE.format(chain=c) for c in smoke_chains(NOTEBOOKS)}
+    for chain in smoke_chains(NOTEBOOKS):
+        text = (REPO / "tests" / SMOKE_MODULE.format(chain=chain)).read_text()
+        assert f'smoke_chain_test("{chain}")' in text
 
 
 @pytest.mark.notebook

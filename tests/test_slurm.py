@@ -318,7 +318,8 @@ def test_make_passes_slurm_to_the_runner(args: list[str], expected: str, deferre
 # ---------------------------------------------------------------------------------- a real cluster
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    """A single-node SLURM cluster for this module; always stopped at teardown."""
+    """A single-node SLURM cluster for this module; always stopped at teardown. Its ports are fixed, so
+    the module runs on one test process (`make test`: --dist loadscope)."""
     from slurmcluster import LocalSlurm, missing_programs
 
     missing = missing_programs()
@@ -360,7 +361,6 @@ def _report(cluster, ids: list[str], *, sacct: bool = True) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the smoke chain takes 4-8 minutes on a loaded 2-core machine
-@pytest.mark.xdist_group("slurm-cluster")  # one cluster (a module fixture) on one worker: its ports are fixed
 def test_smoke_chain_runs_through_slurm(cluster, isolated_outputs, capsys) -> None:
     from guirl.runner import RunResult
     from test_notebooks import Outputs, check_00_data_prep, check_01_sft
@@ -405,7 +405,6 @@ def test_smoke_chain_runs_through_slurm(cluster, isolated_outputs, capsys) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("slurm-cluster")
 def test_a_failed_job_leaves_no_stamp_and_its_reader_never_runs(cluster, isolated_outputs, capsys) -> None:
     # Stamps of earlier runs (stale: not this config's); a data path that does not exist makes 00
     # fail in its job, after the runner removed 00's old stamp; 01 is cancelled without starting.
