@@ -22,6 +22,15 @@ from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Under pytest-xdist (`make test`: 2 processes) each test process, and the notebook kernels and
+# training subprocesses it starts, gets its share of the cores as torch's thread count: with torch's
+# default (one thread per core) in each process, the cores are oversubscribed and OpenMP threads
+# waiting at barriers lose their turns (notebook 03's smoke run: 283 s alone, over 900 s beside the
+# other smoke chain). An OMP_NUM_THREADS already set wins.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+
 # CI (the CI variable is set) draws the same hypothesis examples on every run, so a CI result is
 # reproducible; local runs keep exploring new examples. GUIRL_HYPOTHESIS_PROFILE overrides.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
