@@ -180,6 +180,24 @@ def kill_after(cmd: list[str], marker: Path, timeout: float, what: str) -> None:
         proc.wait()
 
 
+def wait_unlocked(lock: Any, timeout: float) -> None:
+    """Wait until ``lock`` (a ``guirl.train.procs.FileLock``) can be taken, then let it go; fails
+    after ``timeout`` seconds with the holder's message."""
+    import time
+
+    from guirl.train.procs import LockedError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with lock:
+                return
+        except LockedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def stage_of(
     cfg: Any,
     name: str,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, kill_after
+from conftest import REPO, kill_after, wait_unlocked
 from guirl.config import load_config
 
 pytestmark = pytest.mark.slow
@@ -112,6 +112,7 @@ def test_notebook_04_schedule_resumes_after_a_kill_between_stages(tiny_vl, minig
     """The schedule (warm-ups, stage 1, stage 2) killed once stage 1 has finished: the rerun reuses
     the finished stages (their results untouched, nothing retrained) and trains stage 2."""
     from guirl.studies import ces_staged_rl as cs
+    from guirl.train.launch import stage_lock
 
     cfg = _cfg(tiny_vl)
     run = tmp_path / "04"
@@ -125,6 +126,9 @@ def test_notebook_04_schedule_resumes_after_a_kill_between_stages(tiny_vl, minig
         kill_after(cmd, run / cs.STAGE1 / "result.json", 1800, "stage-1 result")
     finally:
         os.environ["PYTHONPATH"] = env_path
+    # stage 1's process (its own group, holding the folder's lock) may still be exiting: a rerun
+    # meanwhile is refused (LockedError); wait until it has let go, as a user would
+    wait_unlocked(stage_lock(run / cs.STAGE1), 120)
     assert not (run / cs.STAGE2 / "result.json").exists()
     finished = {
         s: (run / s / "result.json").stat().st_mtime_ns for s in (cs.WARMUP_COORDINATOR, cs.WARMUP_TRACKER, cs.STAGE1)
