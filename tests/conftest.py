@@ -29,7 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 # other smoke chain). An OMP_NUM_THREADS already set wins.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
 if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    from guirl.train.launch import available_cores  # imports no torch: the variable is read at torch's import
+
+    os.environ["OMP_NUM_THREADS"] = str(max(1, available_cores() // _WORKERS))
 
 # CI (the CI variable is set) draws the same hypothesis examples on every run, so a CI result is
 # reproducible; local runs keep exploring new examples. GUIRL_HYPOTHESIS_PROFILE overrides.
@@ -65,10 +67,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The notebook smoke chains (tests/test_notebooks_smoke_*.py) first, in their order: they are the
     longest modules, and ``make test`` (``--dist loadscope --no-loadscope-reorder``) hands modules to
     its processes in this order, so each chain starts at once on its own process."""
-    smoke = [it for it in items if it.path.name.startswith("test_notebooks_smoke_")]
-    if smoke:
-        rest = [it for it in items if not it.path.name.startswith("test_notebooks_smoke_")]
-        items[:] = smoke + rest
+    is_smoke = [it.path.name.startswith("test_notebooks_smoke_") for it in items]
+    items[:] = [it for it, s in zip(items, is_smoke, strict=True) if s] + [
+        it for it, s in zip(items, is_smoke, strict=True) if not s
+    ]
 
 
 @pytest.fixture(scope="module")
