@@ -602,3 +602,34 @@ def test_a_data_set_without_verified_plans_trains_no_grounder(minigui, tmp_path)
     assert [it.grounder_sft["final"] for it in loop.iterations] == [str(tmp_path / "start")] * 2
     assert all("no verified plan" in it.grounder_sft["skipped"] for it in loop.iterations)
     assert "skipped" in ci.stage_rows(loop).columns
+
+
+@pytest.mark.parametrize(
+    ("outputs", "counted", "share"),
+    [
+        (["<action>complete</action>"] * 4, [True] * 4, 100.0),  # a collapsed planner
+        (["a", "b", "a", "c"], [True] * 4, 50.0),
+        (["a", "b", "c", "d"], [True] * 4, 25.0),
+        (["a", "b", "b", "b"], [True, True, False, False], 50.0),  # uncounted steps left out
+    ],
+)
+def test_top_answer_share_flags_a_policy_that_answers_the_same_everywhere(outputs, counted, share):
+    from guirl.studies import coepg_iterations as ci
+
+    recs = [{"output": o, "counted": c} for o, c in zip(outputs, counted, strict=True)]
+    assert ci.top_answer_share(recs) == pytest.approx(share)
+    assert math.isnan(ci.top_answer_share([]))
+
+
+def test_sr_table_reports_the_top_answer_share_per_model():
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = load_config("tiny")
+    recs = [
+        {"model": m, "split": "s", "output": out, "exact": ex, "type_match": ex, "counted": True}
+        for m, outs in (("const", ["x"] * 4), ("varied", ["x", "y", "z", "w"]))
+        for out, ex in zip(outs, [True, False, False, True], strict=True)
+    ]
+    t = ci.sr_table(cfg, recs, ["const", "varied"], ["s"]).set_index("model")
+    assert t.loc["const", "top answer (%)"] == 100.0 and t.loc["varied", "top answer (%)"] == 25.0
+    assert t.loc["const", "Avg SR"] == 50.0 and t.loc["const", "n_steps"] == 4

@@ -400,6 +400,7 @@ def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
     assert in_range(t6, lambda c: c.endswith((" SR", " TM")), 0.0, 100.0) >= 2 * k_max * splits
     interval(t6, "Avg SR", 0.0, 100.0)
     assert {r["n_steps"] for r in t6} == {splits * sec.eval_steps * n}  # the same steps for every model
+    assert all(0.0 < r["top answer (%)"] <= 100.0 for r in t6)  # 100: the model wrote one answer everywhere
     marks(out.table("iteration_gains", rows=len(ci.iteration_pairs(k_max))))
     interval(out.table("table3_dual_vs_e2e", rows=3), "Avg SR", 0.0, 100.0)
     marks(out.table("table3_paired", rows=2))

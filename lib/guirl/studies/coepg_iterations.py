@@ -43,6 +43,7 @@ import hashlib
 import json
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -103,6 +104,7 @@ __all__ = [
     "E2E",
     "pooled",
     "sr_table",
+    "top_answer_share",
     "paired_rows",
     "iteration_table",
     "data_quality_table",
@@ -831,11 +833,22 @@ def _sr(cfg: Config, records: Sequence[dict[str, Any]]) -> tuple[float, float, f
     return 100 * m, 100 * lo, 100 * hi, len(vals)
 
 
+def top_answer_share(records: Sequence[dict[str, Any]]) -> float:
+    """Share (%) of the counted steps whose raw ``output`` text is the model's most frequent one:
+    100 for a policy that writes the same answer everywhere (a collapsed planner), near
+    100 / steps for one that never repeats; NaN without counted steps."""
+    outs = Counter(str(r.get("output")) for r in records if r.get("counted", True))
+    total = sum(outs.values())
+    return 100 * outs.most_common(1)[0][1] / total if total else math.nan
+
+
 def sr_table(
     cfg: Config, records: Sequence[dict[str, Any]], models: Sequence[str], splits: Sequence[str]
 ) -> pd.DataFrame:
     """One row per model: TM and SR (%) per split and ``Avg SR`` (pooled over the splits) with its
-    95% bootstrap interval (``Avg SR lo`` / ``hi``) and step count; records of every seed pooled."""
+    95% bootstrap interval (``Avg SR lo`` / ``hi``) and step count; records of every seed pooled.
+    ``top answer (%)`` (:func:`top_answer_share`) flags a collapsed policy: 100 when the model
+    wrote the same text on every counted step."""
     rows = []
     for m in models:
         mine = [r for r in records if r["model"] == m]
@@ -847,6 +860,7 @@ def sr_table(
             row[f"{sp} SR"] = _sr(cfg, part)[0]
         avg, lo, hi, n = _sr(cfg, mine)
         row.update({"Avg SR": avg, "Avg SR lo": lo, "Avg SR hi": hi, "n_steps": n})
+        row["top answer (%)"] = top_answer_share(mine)
         rows.append(row)
     return pd.DataFrame(rows)
 
