@@ -67,10 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The notebook smoke chains (tests/test_notebooks_smoke_*.py) first, in their order: they are the
     longest modules, and ``make test`` (``--dist loadscope --no-loadscope-reorder``) hands modules to
     its processes in this order, so each chain starts at once on its own process."""
-    is_smoke = [it.path.name.startswith("test_notebooks_smoke_") for it in items]
-    items[:] = [it for it, s in zip(items, is_smoke, strict=True) if s] + [
-        it for it, s in zip(items, is_smoke, strict=True) if not s
-    ]
+    items.sort(key=lambda it: not it.path.name.startswith("test_notebooks_smoke_"))  # stable: order kept within each
 
 
 @pytest.fixture(scope="module")
