@@ -32,8 +32,10 @@ Ablations (Sec. 5.4, Table 4) as ``CoEPGConfig.weighting``: ``"cdrem"`` (eq. 5, 
 ``"average"`` (w/o Confidence & Prior Weights: ``w_j = 1 / N``), ``"prior"`` (w/o Confidence
 Weights: ``w_j = sigma_j / sum_n sigma_n``; the paper does not say how priors alone are
 normalised, so the priors are read as shares) and ``"single"`` (w/o C-DREM: the trained grounder
-alone, the last output, weight 1). A grounder that produced no point hits nothing under any
-weighting; under ``"cdrem"`` it also gets weight 0.
+alone, the last output, weight 1). A grounder that produced no usable point (nothing parses as a
+point on the screen, whatever digits its answer had) hits nothing under any weighting; under
+``"cdrem"`` it also gets weight 0 in both readings of eq. 5, so the weights of the grounders that
+answered sum to 1.
 
 Paper silent: a step without a gt box is a hit within 0.14 of the gt point (the rule set
 ``"coepg_reward"``); r_plan of an action without a target (scroll, navigate, wait, ...) is 1,
@@ -186,9 +188,9 @@ def _weights(
         ensemble_weights([0.0] * n, pri)  # the same checks of the priors as eq. 5
         return [p / sum(pri) for p in pri]
     conf = [grounding_confidence(o.token_logprobs, mode) for o in outs]
-    if mode == "prob":
-        # a model with no coordinates (confidence 0) must not get weight: mask it like -inf
-        conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
+    # under either reading, a model without a usable point gets weight 0 (its logit is -inf), even
+    # when its answer had digits (a confidence): its share would otherwise be taken from the others
+    conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
     return ensemble_weights(conf, priors or None)
 
 
