@@ -37,8 +37,10 @@ point on the screen, whatever digits its answer had) hits nothing under any weig
 ``"cdrem"`` it also gets weight 0 in both readings of eq. 5, so the weights of the grounders that
 answered sum to 1.
 
-Paper silent: a step without a gt box is a hit within 0.14 of the gt point (the rule set
-``"coepg_reward"``); r_plan of an action without a target (scroll, navigate, wait, ...) is 1,
+Steps with a target (:func:`grounded_gt`): coordinate actions and Mind2Web's typing steps, whose
+TYPE acts on an element (Table 9). Paper silent: a step without a gt box is a hit within 0.14 of
+the gt point (the rule set ``"coepg_reward"``); r_plan of an action without a target (scroll,
+navigate, wait, AndroidControl's input_text, ...) is 1,
 so the reward reduces to the type and value gates. Inputs are plain numbers (points and
 per-token log-probabilities), so the function is pure; the grounding models run elsewhere.
 """
@@ -50,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ParseResult
+from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ActionType, ParseResult
 from guirl.geometry import Point
 from guirl.matching import arguments_match, click_match, get_rules, gt_point, text_match, types_match
 from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result
@@ -65,6 +67,7 @@ __all__ = [
     "ensemble_weights",
     "coepg_plan_reward",
     "coepg_reward",
+    "grounded_gt",
 ]
 
 
@@ -218,7 +221,7 @@ def coepg_reward(
         return RewardResult(0.0, comps)
     comps["type"] = 1.0
     total = 1.0
-    if g.type in COORDINATE_TYPES:
+    if grounded_gt(g):
         plan, _, _ = coepg_plan_reward(grounding, gt, cfg)
         other = "prob" if cfg.confidence == "logprob" else "logprob"
         comps["plan"] = comps[f"plan_{cfg.confidence}"] = plan
@@ -237,3 +240,11 @@ def coepg_reward(
     else:
         comps["value"] = 1.0
     return RewardResult(total, comps)
+
+
+def grounded_gt(gt: Action) -> bool:
+    """Whether a ground-truth step has a target element the plan must name (its plan reward, eq. 3-4):
+    a coordinate action (click, long press, select, hover), or a typing step with a point
+    (Multimodal-Mind2Web's TYPE acts on an element, Co-EPG Table 9; AndroidControl's input_text has
+    none and is judged by its value alone)."""
+    return gt.type in COORDINATE_TYPES or (gt.type is ActionType.TYPE and gt.point is not None)
