@@ -37,9 +37,7 @@ def check_train_source(source: str) -> None:
         )
 
 
-def benchmark_splits(
-    data_root: str | Path, sources: Sequence[str] = CROSS_SOURCES
-) -> dict[str, Split]:
+def benchmark_splits(data_root: str | Path, sources: Sequence[str] = CROSS_SOURCES) -> dict[str, Split]:
     """The test splits (every split but ``train`` and ``validation``) of each converted data set
     ``data_root/<source>`` (``guirl.paths.data_dir(profile)`` is the run's ``data_root``), named
     ``<source>/<split>``, in ``sources`` order. A data set that has not been converted is a
