@@ -267,6 +267,13 @@ def test_bad_record_raises_naming_file_and_record(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", sorted(LOADERS))
+def test_missing_data_path_names_it(tmp_path, name):
+    missing = tmp_path / "not_downloaded"
+    with pytest.raises(FileNotFoundError, match=f"not_downloaded: no such file or folder for data set '{name}'"):
+        load_dataset(name, missing, skip_bad=True)
+
+
+@pytest.mark.parametrize("name", sorted(LOADERS))
 def test_skip_bad_counts_and_warns(tmp_path, name):
     fname, record = mf.BAD_RECORD[name]
     good = len(_load(name, tmp_path / "good").episodes)

@@ -73,14 +73,16 @@ def stand_in():
                         time.sleep(1.0)
                         reply = 200
                     time.sleep(script.delay)
-                    if reply != 200:
-                        self._send(reply, {"error": {"message": f"scripted {reply}"}})
-                        return
-                    text = body["messages"][0]["content"][-1]["text"]
-                    self._send(200, {"choices": [{"index": 0, "message": {"content": f"echo {text}"}}]})
                 finally:
+                    # Out of flight before the reply goes: once the client has it, it may send
+                    # the next request before this thread would run a later decrement.
                     with script.lock:
                         script.inflight -= 1
+                if reply != 200:
+                    self._send(reply, {"error": {"message": f"scripted {reply}"}})
+                    return
+                text = body["messages"][0]["content"][-1]["text"]
+                self._send(200, {"choices": [{"index": 0, "message": {"content": f"echo {text}"}}]})
 
         srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=srv.serve_forever, daemon=True).start()

@@ -49,6 +49,8 @@ def load_dataset(name: str, path: str | Path, *, skip_bad: bool = False, **kwarg
     rejected (:meth:`LoadResult.counts`)."""
     if name not in LOADERS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(LOADERS)}")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such file or folder for data set {name!r}; point data.path at its download")
     return LOADERS[name](path, skip_bad=skip_bad, **kwargs)
 
 
