@@ -2,8 +2,9 @@
 
 * **base** modules import only base modules;
 * **kernels** import base modules and kernels, never a method and never the top layer
-  (``guirl.config``, ``guirl.runner``, ...); type-only imports under ``if TYPE_CHECKING:`` are
-  allowed, they do not run;
+  (``guirl.config``, ``guirl.runner``, ...), not even under ``if TYPE_CHECKING:`` (a type-only
+  import is an import: kernels and methods annotate a run config with
+  :class:`guirl.configbase.RunConfig`);
 * a **method** imports base modules, kernels, :mod:`guirl.methods.registry` and its own folder,
   never another method and never the top layer;
 * the **studies** (``guirl/studies/``) are the top of the top layer: one module per notebook
@@ -12,9 +13,10 @@
   notebook's study; nothing else in ``lib/guirl`` imports a study (notebooks and tests do);
 * everything else is the **top** layer (config, report, runner, stages, papers).
 
-The rules are checked on every ``import`` statement (function-level ones too) and, at run time,
-by importing every kernel in a fresh interpreter and looking at ``sys.modules``. ``lib/guirl``
-has no import circle, between modules or between units (a kernel, a method, a top-level module).
+The rules are checked on every ``import`` statement (function-level and type-only ones too) and,
+at run time, by importing every kernel in a fresh interpreter and looking at ``sys.modules``.
+``lib/guirl`` has no import circle, between modules or between units (a kernel, a method, a
+top-level module), type-only imports included.
 """
 
 from __future__ import annotations
@@ -76,18 +78,11 @@ def _layer_of_file(path: Path) -> tuple[str, str]:
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every guirl import in ``path``, skipping ``if TYPE_CHECKING:`` blocks."""
+    """(line, module) of every guirl import in ``path``: module-level, function-level and type-only
+    (``if TYPE_CHECKING:``) ones alike."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                for inner in ast.walk(sub):
-                    skip.add(id(inner))
     out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.startswith("guirl")]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -259,8 +254,8 @@ def _module_name(path: Path, lib: Path) -> str:
 
 
 def _import_graph(lib: Path) -> dict[str, set[str]]:
-    """Module -> the lib modules it imports at run time (function-level imports included,
-    ``TYPE_CHECKING`` blocks left out); ``from a.b import c`` counts ``a.b.c`` when that is a module."""
+    """Module -> the lib modules it imports (function-level and type-only imports included);
+    ``from a.b import c`` counts ``a.b.c`` when that is a module."""
     modules = {_module_name(p, lib): p for p in lib.rglob("*.py")}
 
     def resolve(name: str) -> str | None:
@@ -361,10 +356,16 @@ def test_circle_checker_finds_module_and_unit_circles(tmp_path: Path) -> None:
             ("env/__init__.py", "from guirl.env import core\n"),
             ("env/core.py", "from guirl.env import apps\n"),  # core imports the package that imports core
             ("env/apps.py", ""),
-            ("ok/__init__.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import guirl.rl.a\n"),
+            # a type-only import counts: config -> methods -> rl -> config under TYPE_CHECKING is a circle
+            ("config.py", "def f():\n    import guirl.methods\n"),
+            ("methods/__init__.py", "import guirl.metrics.hooks\n"),
+            ("metrics/hooks.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from guirl.config import Config\n"),
+            ("ok/__init__.py", "import guirl.env.apps\n"),  # imports into a circle without closing one
         ],
     )
     circles = _all_circles(fake)
     assert ["guirl.env", "guirl.env.core"] in circles
     assert ["guirl.rl", "guirl.train"] in circles
-    assert not any("guirl.ok" in c for c in circles)  # type-only imports do not run
+    assert ["guirl.config", "guirl.methods", "guirl.metrics"] in circles  # a unit circle through a type-only import
+    assert ["guirl.config", "guirl.methods", "guirl.metrics.hooks"] in circles  # and its module circle
+    assert not any("guirl.ok" in c for c in circles)

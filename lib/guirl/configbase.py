@@ -17,11 +17,13 @@ schema, so every registered name is selectable and any other value is an error n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Section", "Registered", "REGISTRY_KINDS"]
+__all__ = ["Section", "Registered", "REGISTRY_KINDS", "RunConfig"]
 
 #: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
 #: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
@@ -50,3 +52,35 @@ class Registered:
     def __post_init__(self) -> None:
         if self.kind not in REGISTRY_KINDS:
             raise ValueError(f"Registered({self.kind!r}): unknown registry; use one of {', '.join(REGISTRY_KINDS)}")
+
+
+class RunConfig(Protocol):
+    """What kernels and methods read of a resolved run config (:class:`guirl.config.Config`, top layer):
+    its sections as attributes, :meth:`replace`, :meth:`method_section` and :meth:`hash`. Kernels and
+    methods annotate with this protocol instead of importing :mod:`guirl.config`, which imports the
+    method registry (and so every method and kernel): the layering allows no import circle, type-only
+    ones included (``tests/test_layout.py``)."""
+
+    profile: str
+    seed: int
+    model: Any
+    data: Any
+    lora: Any
+    grounding: Any
+    sft: Any
+    eval: Any
+    runtime: Any
+    rl: Any
+    analysis: Any
+
+    def replace(self, updates: Mapping[str, Any]) -> Any:
+        """A validated copy with the dotted keys of ``updates`` replaced."""
+        ...
+
+    def method_section(self, name: str) -> Any:
+        """``cfg.<name>``, the section of method ``name`` (an error saying how to add it when unset)."""
+        ...
+
+    def hash(self) -> str:
+        """A short sha256 of the canonical JSON."""
+        ...

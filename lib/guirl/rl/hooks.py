@@ -23,15 +23,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
+from guirl.configbase import RunConfig
 from guirl.rewards.base import RewardResult, RewardSpec
 from guirl.rl.samples import RolloutArgs, Sample
-
-if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
-    from guirl.config import Config
 
 __all__ = [
     "TaskSource",
@@ -92,7 +90,7 @@ class HookInputs:
 
 
 #: ``builder(cfg, inputs) -> RLHooks``: a role's hook builder (``Method.hooks`` values).
-HookBuilder = Callable[["Config", HookInputs], RLHooks]
+HookBuilder = Callable[[RunConfig, HookInputs], RLHooks]
 
 
 def single_turn_rollout(
@@ -200,7 +198,7 @@ def format_reward_hook(
     return reward
 
 
-def single_turn_hooks(cfg: Config, inputs: HookInputs, reward: Callable[..., RewardResult]) -> RLHooks:
+def single_turn_hooks(cfg: RunConfig, inputs: HookInputs, reward: Callable[..., RewardResult]) -> RLHooks:
     """Single-turn GRPO hooks on the ``train`` split of ``inputs.data_dir``: every recorded step
     with the ground-truth history of each ``rl.histories`` setting is one task (one group of
     ``rl.group_size`` sampled completions), parsed with ``sft.output_format`` and scored with

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guirl.actions.types import Action, ParseResult
+from guirl.configbase import RunConfig
 from guirl.data.schema import Episode
 from guirl.imaging import visual_tokens
 from guirl.prompts import PromptSpec
@@ -59,8 +60,6 @@ from guirl.rollout.policy import Completion, derive_seed
 
 if TYPE_CHECKING:
     import torch
-
-    from guirl.config import Config
 
 __all__ = [
     "EpisodeTask",
@@ -420,7 +419,7 @@ def trajectory_dapo_hooks(
 
 
 def semi_online_hooks(
-    cfg: Config,
+    cfg: RunConfig,
     data_dir: str | Path,
     *,
     reward: Callable[..., RewardResult],

@@ -35,12 +35,10 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from guirl.configbase import RunConfig
 from guirl.paths import resolve_repo_path
-
-if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
-    from guirl.config import Config
 
 RESULT_FILE = "result.json"
 FINAL_DIR = "final"
@@ -93,7 +91,7 @@ def _mark_complete(before: float):
 
 
 def build_records(
-    cfg: Config, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
+    cfg: RunConfig, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
 ) -> list[dict[str, Any]]:
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
@@ -132,7 +130,7 @@ def build_records(
     )
 
 
-def merged_base(cfg: Config, base_model: Path, output_dir: Path) -> Path:
+def merged_base(cfg: RunConfig, base_model: Path, output_dir: Path) -> Path:
     """The full-weight folder a stage starts from: ``base_model`` itself, or, when it is a LoRA
     adapter (a LoRA SFT result that a later stage continues), the adapter merged into its base model,
     saved once to ``output_dir/base_merged`` with the base's processor (the main process writes it,
@@ -164,7 +162,7 @@ def _logging_steps(max_steps: int | None) -> int:
     return 10 if max_steps is None else max(1, min(10, max_steps // 10))
 
 
-def training_args(cfg: Config, stage: str, output_dir: Path):
+def training_args(cfg: RunConfig, stage: str, output_dir: Path):
     """TRL ``SFTConfig`` for a stage; every number comes from the run config."""
     from trl import SFTConfig
 
@@ -213,7 +211,7 @@ def training_args(cfg: Config, stage: str, output_dir: Path):
 
 
 def train(
-    cfg: Config,
+    cfg: RunConfig,
     stage: str,
     data_dir: Path,
     base_model: Path,

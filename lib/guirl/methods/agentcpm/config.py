@@ -27,16 +27,13 @@ here uses).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from guirl.configbase import Section
+from guirl.configbase import RunConfig, Section
 from guirl.methods.agentcpm.mapping import VARIANTS
 from guirl.methods.agentcpm.reward import SCHEMAS, AgentCPMConfig
-
-if TYPE_CHECKING:
-    from guirl.config import Config
 
 __all__ = [
     "AgentCPMRFT",
@@ -108,7 +105,7 @@ class AgentCPMSection(Section):
         return AgentCPMConfig(rules=self.rft.reward_rules, schema=self.rft.reward_schema)
 
 
-def section(cfg: Config) -> AgentCPMSection:
+def section(cfg: RunConfig) -> AgentCPMSection:
     """``cfg.agentcpm``; a :class:`guirl.config.ConfigError` saying how to add it when unset."""
     return cfg.method_section("agentcpm")  # type: ignore[return-value]
 
@@ -124,7 +121,7 @@ def longest_side_pixels(width: int, height: int, max_line_res: int) -> int:
     return int(math.floor(max_line_res * max_line_res * short / long))
 
 
-def short_prompt(cfg: Config) -> str | None:
+def short_prompt(cfg: RunConfig) -> str | None:
     """The system prompt of the compact JSON stages: ``agentcpm_short`` (this project's paraphrase) where
     the run uses a short paraphrase (``sft.system_prompt`` of this project, the tiny profile's
     ``ccpo_short``), else ``None``: AgentCPM-GUI's own prompt (App. C.2), as the paper profiles."""
@@ -134,12 +131,12 @@ def short_prompt(cfg: Config) -> str | None:
     return "agentcpm_short" if name is not None and not get_prompt(name).from_paper else None
 
 
-def _pixels(cfg: Config, max_line_res: int) -> dict[str, Any]:
+def _pixels(cfg: RunConfig, max_line_res: int) -> dict[str, Any]:
     cap = longest_side_pixels(cfg.data.width, cfg.data.height, max_line_res)
     return {"model.max_pixels": max(cfg.model.min_pixels, min(cfg.model.max_pixels, cap))}
 
 
-def sft_updates(cfg: Config) -> dict[str, Any]:
+def sft_updates(cfg: RunConfig) -> dict[str, Any]:
     """The ``Config.replace`` updates of 07's compact JSON SFT stage (Stage II): the ``agentcpm``
     output format and protocol, its system prompt (:func:`short_prompt`), and with ``paper_recipe``
     Table 4: ``sft.learning_rate`` / ``epochs`` / ``per_device_batch_size`` / ``grad_accum`` /
@@ -177,7 +174,7 @@ def sft_updates(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def rft_updates(cfg: Config, *, n_train_steps: int) -> dict[str, Any]:
+def rft_updates(cfg: RunConfig, *, n_train_steps: int) -> dict[str, Any]:
     """The ``Config.replace`` updates of 07's RFT stage (Stage III) on top of :func:`sft_updates`: the
     generic single-turn GRPO role with AgentCPM-GUI's reward (``rl.role: grpo``, ``rl.reward:
     agentcpm``; the role binds the section's rules and schema), no dynamic sampling (Sec. 2.5 states

@@ -27,14 +27,11 @@ start inside the app (MiniGUI tasks start from their initial screen, AL-05).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from guirl.configbase import Section
-
-if TYPE_CHECKING:
-    from guirl.config import Config
+from guirl.configbase import RunConfig, Section
 
 __all__ = ["AndroidLongEval", "AndroidLongRL", "AndroidLongSFT", "AndroidLongSection", "section", "variant_updates"]
 
@@ -88,12 +85,12 @@ class AndroidLongSection(Section):
     eval: AndroidLongEval = Field(default_factory=AndroidLongEval)
 
 
-def section(cfg: Config) -> AndroidLongSection:
+def section(cfg: RunConfig) -> AndroidLongSection:
     """``cfg.androidlong``; a :class:`guirl.config.ConfigError` saying how to add it when unset."""
     return cfg.method_section("androidlong")  # type: ignore[return-value]
 
 
-def variant_updates(cfg: Config, *, memory: bool) -> dict[str, Any]:
+def variant_updates(cfg: RunConfig, *, memory: bool) -> dict[str, Any]:
     """The ``Config.replace`` updates of one of 07's AndroidLong models (SFT, then GRPO with the role
     ``androidlong``): ``androidlong.memory``, ``rl.role: androidlong``, the memory's token budget
     (``memory_tokens`` more for ``eval.max_new_tokens`` and ``rl.max_new_tokens`` with memory), the

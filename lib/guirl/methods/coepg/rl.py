@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guirl.configbase import RunConfig
+
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.rl.hooks import HookInputs, RLHooks
 
 __all__ = ["GROUNDER_INPUT", "grounder_inputs", "planner_tasks", "cdrem_reward_hook", "planner_rl_hooks"]
@@ -53,7 +54,7 @@ def _ensemble(inputs: HookInputs) -> list[Path]:
     return [Path(inputs.inputs[k]) for k in names]
 
 
-def planner_tasks(cfg: Config, data_dir: Path) -> list[Any]:
+def planner_tasks(cfg: RunConfig, data_dir: Path) -> list[Any]:
     """One :class:`guirl.rl.hooks.StepTask` per training step (module doc): the planner's prompt with
     the ground-truth history, and the columns of the reward (``gt_action``, ``gt_box``,
     ``candidate_boxes``, ``screen_size``, ``screenshot``, ``episode_id``, ``step_id``)."""
@@ -135,7 +136,7 @@ def cdrem_reward_hook(load_grounders: Any, rcfg: Any):
     return reward
 
 
-def planner_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def planner_rl_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Engine hooks of the planner (role ``coepg.planner``; module doc). ``inputs.reward`` is
     ignored unless it names another reward than Co-EPG's: the planner's reward needs the
     grounders, so a foreign reward is an error."""
