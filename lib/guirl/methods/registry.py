@@ -30,11 +30,9 @@ class Method:
 
     Attributes:
         name: registry key and the name of the method's config section (``cfg.<name>``).
-        paper: short paper name used in citations (``"CCPO"``, ``"Co-EPG"``, ...).
-        title: the paper's title.
-        reference: arXiv id or venue (``"arXiv 2601.11631"``).
-        paper_file: file name of the paper's full text (the plain-text extraction the project
-            works from; ``docs/papers.md`` says which file is which paper).
+        paper: the short name of the paper it implements, a key of :data:`guirl.papers.PAPERS`
+            (``"CCPO"``, ``"Co-EPG"``, ...), the one registry of the papers' titles, authors,
+            references and text files (``semi_online``: ``"CCPO"``, whose SO-RL baseline it is).
         output_format: the :mod:`guirl.actions.formats` name the policy writes.
         system_prompt: the registered system prompt (:data:`guirl.prompts.PROMPTS`) trained and
             evaluated with (``None``: the paper gives none; CES's role prompts are user turns,
@@ -58,9 +56,6 @@ class Method:
 
     name: str
     paper: str
-    title: str
-    reference: str
-    paper_file: str
     output_format: str
     system_prompt: str | None
     eval_protocol: str | None

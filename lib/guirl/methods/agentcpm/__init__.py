@@ -14,9 +14,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="agentcpm",
     paper="AgentCPM-GUI",
-    title="AgentCPM-GUI: Building Mobile-Use Agents with Reinforcement Fine-Tuning",
-    reference="arXiv 2506.01391",
-    paper_file="003_d6ee8cb488e45d09.txt",
     output_format="agentcpm",
     system_prompt="agentcpm",
     eval_protocol="agentcpm",

@@ -16,9 +16,6 @@ from guirl.methods.registry import Method
 METHOD = Method(
     name="androidlong",
     paper="AndroidLong",
-    title="AndroidLong: LLM-based Android Agents Struggle with Long Looping Tasks",
-    reference="supplementary material",
-    paper_file="002_f09264aa1c1e4be8.txt",
     output_format="androidlong",
     system_prompt="androidlong",  # AndroidLong App. F.1
     eval_protocol=None,

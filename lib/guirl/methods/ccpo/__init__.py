@@ -18,9 +18,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="ccpo",
     paper="CCPO",
-    title="Compress to Focus: Efficient Coordinate Compression for Policy Optimization in Multi-Turn GUI Agents",
-    reference="arXiv 2601.11631",
-    paper_file="000_e57e800ca0795f95.txt",
     output_format="ccpo",
     system_prompt="ccpo",
     eval_protocol="ccpo",

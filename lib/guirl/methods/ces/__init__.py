@@ -27,9 +27,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="ces",
     paper="CES",
-    title="Training High-Level Schedulers with Execution-Feedback Reinforcement Learning for Long-Horizon GUI Automation",
-    reference="arXiv 2511.22235",
-    paper_file="004_cf203a0f45073600.txt",
     output_format="ces_executor",
     system_prompt=None,
     eval_protocol="ces_paper",  # CES Sec. 5.1 (CES-28/29); "ces": the released evaluator as run

@@ -22,9 +22,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="coepg",
     paper="Co-EPG",
-    title="Co-EPG: A Framework for Co-Evolution of Planning and Grounding in Autonomous GUI Agents",
-    reference="AAAI 2026, arXiv 2511.10705",
-    paper_file="001_f0ca38cf3ec0c5b8.txt",
     output_format="coepg_planner",
     system_prompt="coepg",  # Co-EPG Table 12 (system role); the user turn is Table 12 too
     eval_protocol="coepg",

@@ -18,10 +18,7 @@ from guirl.rl.semi_online import SemiOnlineConfig
 
 METHOD = Method(
     name="semi_online",
-    paper="UI-S1 (via CCPO)",
-    title="UI-S1: Advancing GUI Automation via Semi-online Reinforcement Learning (the CCPO baseline)",
-    reference="arXiv 2509.11543",
-    paper_file="000_e57e800ca0795f95.txt",
+    paper="CCPO",  # UI-S1 (arXiv 2509.11543) as CCPO runs it: its SO-RL baseline (CCPO Table 8)
     output_format="ccpo",
     system_prompt="ccpo",
     eval_protocol="ccpo",
