@@ -89,6 +89,15 @@ def load_splits(root: str | Path) -> dict[str, Split]:
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != "train", kv[0])))
 
 
+def train_split(root: str | Path) -> Split:
+    """The ``train`` split of the data folder ``root`` (:func:`load_splits`); a ``ValueError``
+    naming the folder and the splits it has when there is none (a stage trains on it)."""
+    splits = load_splits(root)
+    if "train" not in splits:
+        raise ValueError(f"{root}: no 'train' split (found {sorted(splits)}); training reads the train split")
+    return splits["train"]
+
+
 def swap_goals(split: Split, seed: int) -> Split:
     """``split`` with every episode's goal (``Episode.instruction``) replaced by another episode's.
 

@@ -13,7 +13,7 @@ This module is imported by every method, so it imports nothing from ``guirl.meth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -43,6 +43,16 @@ class Method:
         reward_rules: the matching rule set (:mod:`guirl.matching`) the reward trains with, when
             it differs from the evaluation protocol's (``None``: same as ``eval_protocol``).
         config_section: the pydantic model of ``cfg.<name>`` (``None``: no section yet).
+        recipe: ``recipe(kind, data_source) -> {dotted key: value}``: the method's values for a
+            recipe kind (``paper``, ``tiny``: :data:`guirl.configbase.RECIPE_KINDS`) and data
+            source, from ``methods/<name>/config.py``, each value commented with the paper's table;
+            applied with the profile (:func:`guirl.config.load_config`). Keys of its own section,
+            and kernel keys only for the paper whose values the kernel sections hold (CCPO: 01's
+            SFT and 02's RL). ``None``: the section's defaults on every profile.
+        derived: ``{kernel key: what sets it}``: kernel keys the method's notebooks set per stage
+            from their design (an RL run's role, its history setting), not from a user setting; the
+            runner refuses an experiment file or an ``--override`` that sets one for those notebooks,
+            naming what to set instead.
         hooks: the method's RL **roles**: ``{role: builder}`` with ``builder(cfg, inputs) ->
             RLHooks`` (:data:`guirl.rl.hooks.HookBuilder`; ``inputs`` is a
             :class:`guirl.rl.hooks.HookInputs`: the data folder, the registry entry of
@@ -62,6 +72,8 @@ class Method:
     reward: RewardSpec | None = None
     reward_rules: str | None = None
     config_section: type | None = None
+    recipe: Callable[[str, str], Mapping[str, Any]] | None = None
+    derived: Mapping[str, str] = field(default_factory=dict)
     hooks: Mapping[str, HookBuilder] = field(default_factory=dict)
     notebooks: tuple[str, ...] = ()
     summary: str = ""
@@ -78,3 +90,4 @@ class Method:
             if not callable(builder):
                 raise TypeError(f"{where}: the hook builder of role {role!r} is not callable: {builder!r}")
         object.__setattr__(self, "hooks", MappingProxyType(dict(self.hooks)))
+        object.__setattr__(self, "derived", MappingProxyType(dict(self.derived)))

@@ -204,15 +204,12 @@ def single_turn_hooks(cfg: RunConfig, inputs: HookInputs, reward: Callable[..., 
     ``rl.group_size`` sampled completions), parsed with ``sft.output_format`` and scored with
     ``reward(parsed, gt)``; ``rl.advantage`` group advantages, and DAPO dynamic sampling when
     ``rl.dapo_std_threshold`` is set."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.prompts import prompt_spec
     from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
 
     rl, m = cfg.rl, cfg.model
-    splits = load_splits(inputs.data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{inputs.data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(inputs.data_dir)
     specs = [prompt_spec(cfg, tag) for tag in rl.histories]
     tasks = step_tasks(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels

@@ -435,16 +435,13 @@ def semi_online_hooks(
     ``semi_online`` section (default ``cfg.semi_online``, else :class:`SemiOnlineConfig`'s
     defaults). DAPO: ``rl.dapo_std_threshold`` (``None``: every group is trained on).
     """
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.prompts import prompt_spec
     from guirl.rl.samples import TaskStream
 
     rl, m = cfg.rl, cfg.model
     so = settings or getattr(cfg, "semi_online", None) or SemiOnlineConfig()
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     specs = [prompt_spec(cfg, tag) for tag in rl.histories]
     tasks = episode_tasks(train.episodes, specs, image_root=train.image_root)
 

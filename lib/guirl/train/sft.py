@@ -96,7 +96,7 @@ def build_records(
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
     the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
-    from guirl.data.splits import check_written, load_splits, read_manifest
+    from guirl.data.splits import check_written, read_manifest, train_split
     from guirl.prompts import prompt_spec
     from guirl.train.data import grounding_records, read_jsonl, read_records, sft_records
 
@@ -121,10 +121,7 @@ def build_records(
             system_prompt=cfg.sft.system_prompt,
         )
     specs = [prompt_spec(cfg, tag) for tag in cfg.sft.histories]
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     return sft_records(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
     )

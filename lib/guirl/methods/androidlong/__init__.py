@@ -9,7 +9,7 @@ episodes, not steps, so the method has no step protocol."""
 
 from __future__ import annotations
 
-from guirl.methods.androidlong.config import AndroidLongSection
+from guirl.methods.androidlong.config import DERIVED, AndroidLongSection, recipe
 from guirl.methods.androidlong.rl import androidlong_rl_hooks
 from guirl.methods.registry import Method
 
@@ -21,6 +21,8 @@ METHOD = Method(
     eval_protocol=None,
     reward=None,
     config_section=AndroidLongSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={"androidlong": androidlong_rl_hooks},
     notebooks=("07_agentcpm_androidlong",),
     summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning; online GRPO",

@@ -9,7 +9,7 @@ section is :class:`guirl.methods.ccpo.config.CCPOSection`; its RL role ``ccpo`` 
 
 from __future__ import annotations
 
-from guirl.methods.ccpo.config import CCPOSection
+from guirl.methods.ccpo.config import DERIVED, CCPOSection, recipe
 from guirl.methods.ccpo.reward import CCPOConfig, ccpo_reward
 from guirl.methods.ccpo.rl import ccpo_rl_hooks
 from guirl.methods.registry import Method
@@ -26,6 +26,8 @@ METHOD = Method(
     ),
     reward_rules="ccpo_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CCPOSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={"ccpo": ccpo_rl_hooks},
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",

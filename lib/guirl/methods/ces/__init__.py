@@ -18,7 +18,7 @@ option (``eval.protocol: ces``)."""
 
 from __future__ import annotations
 
-from guirl.methods.ces.config import CESSection
+from guirl.methods.ces.config import DERIVED, CESSection, recipe
 from guirl.methods.ces.reward import CESConfig, ces_reward
 from guirl.methods.ces.rl import HOOKS
 from guirl.methods.registry import Method
@@ -41,6 +41,8 @@ METHOD = Method(
     ),
     reward_rules="ces_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CESSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks=HOOKS,  # ces.coordinator (stage 1), ces.state_tracker (stage 2)
     notebooks=("04_ces_staged_rl",),
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",

@@ -85,12 +85,12 @@ def executor_prompting(cfg: RunConfig, history: str) -> ExecutorPrompting:
 
 def role_policy_budget(cfg: RunConfig, role: str) -> int:
     """Generation budget of a role in the loop: the Executor's ``eval.max_new_tokens``, the
-    Coordinator's / State Tracker's ``max_response_length`` (CES Table 4)."""
+    Coordinator's / State Tracker's ``max_new_tokens`` (CES Table 4's max_response_length)."""
     sec = ces_section(cfg)
     return {
         "executor": cfg.eval.max_new_tokens,
-        "coordinator": sec.coordinator.max_response_length,
-        "state_tracker": sec.state_tracker.max_response_length,
+        "coordinator": sec.coordinator.max_new_tokens,
+        "state_tracker": sec.state_tracker.max_new_tokens,
     }[role]
 
 
@@ -289,12 +289,9 @@ def _mean_metric(name: str) -> Callable[[Sequence[Mapping[str, Any]], Mapping[st
 
 
 def _train_split(inputs: HookInputs):
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
 
-    splits = load_splits(inputs.data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{inputs.data_dir}: no 'train' split (found {sorted(splits)})")
-    return splits["train"]
+    return train_split(inputs.data_dir)
 
 
 def _hooks(cfg: RunConfig, tasks: list[CESTask], reward: Callable, metric: str) -> RLHooks:

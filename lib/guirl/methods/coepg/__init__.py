@@ -13,7 +13,7 @@ Notebook ``03_coepg_iterations`` (``guirl.studies.coepg_iterations``) runs the i
 
 from __future__ import annotations
 
-from guirl.methods.coepg.config import PLANNER_ROLE, CoEPGSection
+from guirl.methods.coepg.config import DERIVED, PLANNER_ROLE, CoEPGSection, recipe
 from guirl.methods.coepg.reward import CoEPGConfig, coepg_reward
 from guirl.methods.coepg.rl import planner_rl_hooks
 from guirl.methods.registry import Method
@@ -28,6 +28,8 @@ METHOD = Method(
     reward=RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG Sec. 4.3 (C-DREM)", extras=("grounding",)),
     reward_rules="coepg_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CoEPGSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={PLANNER_ROLE: planner_rl_hooks},
     notebooks=("03_coepg_iterations",),
     summary="planner GRPO with the C-DREM grounding-ensemble reward; planner and grounder co-evolve",

@@ -58,17 +58,14 @@ def planner_tasks(cfg: RunConfig, data_dir: Path) -> list[Any]:
     """One :class:`guirl.rl.hooks.StepTask` per training step (module doc): the planner's prompt with
     the ground-truth history, and the columns of the reward (``gt_action``, ``gt_box``,
     ``candidate_boxes``, ``screen_size``, ``screenshot``, ``episode_id``, ``step_id``)."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.methods.coepg.config import coepg_section, pixel_budget
     from guirl.methods.coepg.data import history_texts, training_steps
     from guirl.methods.coepg.prompts import planner_prompt, planner_settings
     from guirl.rl.hooks import StepTask
 
     sec = coepg_section(cfg)
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     lo, hi = pixel_budget(cfg)
     settings = planner_settings(cfg)
     out = []
