@@ -992,6 +992,11 @@ def _to_config_error(
             f"{hint}registered {_REGISTRY_LABELS[mark.kind]}: {', '.join(repr(n) for n in names)}",
         )
     expected = _describe_type(info.annotation) if info is not None else ""
+    limit = next(
+        (getattr(m, "le", None) for m in getattr(info, "metadata", ()) if getattr(m, "le", None) is not None), None
+    )
+    if kind == "int_parsing_size" and limit is not None:  # a float too large for an integer, e.g. 1e26 steps
+        kind, first = "less_than_equal", {**first, "ctx": {"le": limit}}
     bound = _BOUNDS.get(kind)
     if bound is not None:
         limit = (first.get("ctx") or {}).get(bound[0])
