@@ -2,8 +2,9 @@
 
 ``load_config(profile, experiment, overrides, overlays=...)`` merges, in this order (later wins)::
 
-    configs/profiles/<profile>.yaml  <  configs/experiments/<experiment>.yaml
-        <  configs/overlays/<overlay>.yaml (in the order given)  <  overrides
+    the methods' recipes (methods/<paper>/config.py, the profile's ``recipe`` kind) + configs/profiles/<profile>.yaml
+        <  configs/experiments/<experiment>.yaml  <  configs/overlays/<overlay>.yaml (in the order given)
+        <  overrides
 
 and validates the result into a :class:`Config` (pydantic v2, unknown keys forbidden in every
 section). Overrides are ``"dotted.key=value"`` strings (or a dict with dotted or nested keys);
@@ -20,8 +21,12 @@ Allowed values come from the registries, never from copied lists: a field marked
 ``Registered(kind)`` (:mod:`guirl.configbase`) accepts every name of that registry
 (:func:`registry_names`): ``data.source``, ``eval.protocol`` and ``sft.output_format`` here, and
 any such field of a method section. Each method of :mod:`guirl.methods` whose record sets
-``config_section`` adds an optional section ``cfg.<method name>`` (``None`` unless a yaml file or
-an override sets it; ``<method>: {}`` takes the section's defaults).
+``config_section`` adds a section ``cfg.<method name>``: its defaults (the paper's values) with its
+recipe for the profile's kind on top (``<method>: null`` clears it). A paper's stage sections hold
+its values of kernel keys (:mod:`guirl.configbase`); the one precedence rule covers both spellings:
+a kernel key set in a later layer than the paper's value replaces it, so an override always wins
+and the resolved config shows the value that ran. ``notebook=`` refuses an experiment or override
+of a key that notebook sets per stage (``Method.derived``).
 
 A notebook loads its configuration with :func:`load_run_config`: the exact file the runner
 resolved and saved (``config_path``), or the same resolution when opened by hand.

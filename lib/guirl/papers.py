@@ -461,14 +461,14 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 7",
         "hyperparameters",
         "SFT hyper-parameters per data set (AC, GUI-Odyssey, AITW, M2W)",
-        by="configs/profiles/base/paper.yaml (LoRA) and configs/experiments/<data set>.yaml (the per-data-set columns)",
+        by="lib/guirl/methods/ccpo/config.py (CCPO's recipe: LoRA and each data set's column)",
     ),
     _a(
         "CCPO",
         "Table 8",
         "hyperparameters",
         "policy-optimisation hyper-parameters per data set",
-        by="guirl.rl.config defaults (the AndroidControl column) and configs/experiments/<data set>.yaml",
+        by="lib/guirl/methods/ccpo/config.py and methods/semi_online/config.py (each data set's column)",
     ),
     _a("CCPO", "Table 9", "result", "Android Control TM/GR/SR for 1AO-4AO, SFT and CCPO-7B", in_registry=True),
     _a(
