@@ -49,25 +49,11 @@ from typing import Annotated, Any, Literal, Optional, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
 
+from guirl import configbase as cb
 from guirl.analysis.config import AnalysisConfig
 from guirl.configbase import (
     HISTORY_PATTERN,
     LR_SCHEDULERS,
-    MAX_BATCH,
-    MAX_COEF,
-    MAX_COUNT,
-    MAX_EPOCHS,
-    MAX_LR,
-    MAX_PIXELS,
-    MAX_PROCESSES,
-    MAX_RANK,
-    MAX_RUNS,
-    MAX_SEED,
-    MAX_SIDE,
-    MAX_STEPS,
-    MAX_THREADS,
-    MAX_TOKENS,
-    MAX_TURNS,
     PROFILE,
     RECIPE_KINDS,
     REGISTRY_KINDS,
@@ -308,8 +294,8 @@ class ModelConfig(_Section):
     #: The vision tower's window and full attention under ``sdpa``: ``fused`` (a few batched
     #: calls, :mod:`guirl.models.vision_attention`) or ``loop`` (transformers' call per window).
     vision_attention: Literal["fused", "loop"] = "fused"
-    min_pixels: int = Field(gt=0, le=MAX_PIXELS)
-    max_pixels: int = Field(gt=0, le=MAX_PIXELS)
+    min_pixels: int = Field(gt=0, le=cb.MAX_PIXELS)
+    max_pixels: int = Field(gt=0, le=cb.MAX_PIXELS)
 
     @model_validator(mode="after")
     def _pixels_ordered(self) -> ModelConfig:
@@ -338,10 +324,10 @@ class DataConfig(_Section):
 
     source: Annotated[str, Registered("data_source")]
     path: str | None = None
-    n_train_tasks: int = Field(ge=1, le=MAX_COUNT)
-    n_test_tasks: int = Field(ge=1, le=MAX_COUNT)
-    width: int = Field(ge=28, le=MAX_SIDE)
-    height: int = Field(ge=28, le=MAX_SIDE)
+    n_train_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    n_test_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    width: int = Field(ge=28, le=cb.MAX_SIDE)
+    height: int = Field(ge=28, le=cb.MAX_SIDE)
 
     @model_validator(mode="after")
     def _path_given(self) -> DataConfig:
@@ -363,8 +349,8 @@ class LoraConfig(_Section):
     premise) does not apply."""
 
     enabled: bool
-    r: int = Field(ge=1, le=MAX_RANK)
-    alpha: float = Field(gt=0, le=MAX_COEF)
+    r: int = Field(ge=1, le=cb.MAX_RANK)
+    alpha: float = Field(gt=0, le=cb.MAX_COEF)
     dropout: float = Field(ge=0.0, lt=1.0)
 
 
@@ -375,9 +361,9 @@ class GroundingConfig(_Section):
     from a pretrained checkpoint and set ``enabled: false``."""
 
     enabled: bool
-    learning_rate: float = Field(gt=0, le=MAX_LR)
-    max_steps: int = Field(ge=1, le=MAX_STEPS)
-    per_device_batch_size: int = Field(ge=1, le=MAX_BATCH)
+    learning_rate: float = Field(gt=0, le=cb.MAX_LR)
+    max_steps: int = Field(ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
 
 
 class ExecutorConfig(_Section):
@@ -387,10 +373,10 @@ class ExecutorConfig(_Section):
     executor (``null``: the main agent's value). ``sft.executor: {}`` trains it with the main
     agent's recipe; ``sft.executor: null`` trains no executor."""
 
-    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
-    per_device_batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH)
+    max_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int | None = Field(default=None, ge=1, le=cb.MAX_BATCH)
     lr_scheduler_type: Literal[LR_SCHEDULERS] | None = None  # type: ignore[valid-type]
-    learning_rate: float | None = Field(default=None, gt=0, le=MAX_LR)
+    learning_rate: float | None = Field(default=None, gt=0, le=cb.MAX_LR)
 
     def updates(self) -> dict[str, Any]:
         """``{"sft.<key>": value}`` for every key that is set: what the executor's config replaces."""
@@ -420,15 +406,15 @@ class SFTConfig(_Section):
     learning curve, :func:`guirl.studies.sft.checkpoint_curve`); it changes no trained weight, so it
     is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
 
-    learning_rate: float = Field(gt=0, le=MAX_LR)
-    epochs: float = Field(gt=0, le=MAX_EPOCHS)
-    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
-    per_device_batch_size: int = Field(ge=1, le=MAX_BATCH)
-    grad_accum: int = Field(ge=1, le=MAX_BATCH)
+    learning_rate: float = Field(gt=0, le=cb.MAX_LR)
+    epochs: float = Field(gt=0, le=cb.MAX_EPOCHS)
+    max_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
+    grad_accum: int = Field(ge=1, le=cb.MAX_BATCH)
     warmup_ratio: float = Field(ge=0.0, lt=1.0)
-    save_steps: int = Field(ge=1, le=MAX_STEPS)
+    save_steps: int = Field(ge=1, le=cb.MAX_STEPS)
     save_total_limit: int | None = Field(
-        default=2, ge=1, le=MAX_STEPS
+        default=2, ge=1, le=cb.MAX_STEPS
     )  # checkpoints kept on disk; null keeps every one
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
@@ -484,22 +470,22 @@ class EvalConfig(_Section):
     {do_sample: false}`` gives the older reading (a new task set per run, greedy decoding)."""
 
     protocol: Annotated[str, Registered("protocol")]
-    batch_size: int = Field(ge=1, le=MAX_BATCH)
-    max_new_tokens: int = Field(ge=1, le=MAX_TOKENS)
-    n_tasks: int = Field(ge=1, le=MAX_COUNT)
-    max_turns: int = Field(ge=1, le=MAX_TURNS)
-    n_seeds: int = Field(default=3, ge=1, le=MAX_RUNS)
+    batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
+    max_new_tokens: int = Field(ge=1, le=cb.MAX_TOKENS)
+    n_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    max_turns: int = Field(ge=1, le=cb.MAX_TURNS)
+    n_seeds: int = Field(default=3, ge=1, le=cb.MAX_RUNS)
     n_train_seeds: int = Field(
-        default=1, ge=1, le=MAX_RUNS
+        default=1, ge=1, le=cb.MAX_RUNS
     )  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
     # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
     # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
     # pretrained checkpoint (guirl.studies.seed_study.seed_start). The same for paper profiles (no grounding, a fixed base)
     train_seed_scope: Literal["all", "sft"] = "all"
-    bootstrap_samples: int = Field(ge=1, le=MAX_COUNT)
+    bootstrap_samples: int = Field(ge=1, le=cb.MAX_COUNT)
     # the test-step budget: the first max_test_steps steps of each test split (null: all); a paper's notebook that
     # evaluates many models sets its own (ccpo.eval, coepg.eval, ces.eval: stage values of this key)
-    max_test_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
+    max_test_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
     online_same_tasks: bool = True  # AndroidLong App. (Table 6): three independent runs of the same tasks
     # AndroidLong App.: "pass@1 under three samples" -- sampled decoding (the temperature is not from the paper)
     online_sampling: Sampling = Field(default_factory=Sampling)
@@ -515,7 +501,7 @@ class RuntimeConfig(_Section):
 
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
-    threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    threads: int | None = Field(default=None, ge=1, le=cb.MAX_THREADS)
     # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default) and in the RL
     # update (docs/rl.md, memory): GPU memory for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model
     activation_checkpointing: bool = True
@@ -525,10 +511,10 @@ class RuntimeConfig(_Section):
     # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
     # with runtime.threads threads (null: this machine's cores / parallel_stages, a longer stage taking over a shorter
     # one's cores at its planned last step); the thread count changes float order, hence the weights (docs/stack.md)
-    parallel_stages: int = Field(default=1, ge=1, le=MAX_THREADS)
+    parallel_stages: int = Field(default=1, ge=1, le=cb.MAX_THREADS)
     accelerate_config: str
     deepspeed_config: str | None = None
-    num_processes: int = Field(ge=1, le=MAX_PROCESSES)
+    num_processes: int = Field(ge=1, le=cb.MAX_PROCESSES)
     bf16: bool
 
     @model_validator(mode="after")
@@ -557,7 +543,7 @@ class BaseConfig(BaseModel):
     profile: str = Field(min_length=1)
     # which recipe of each method the profile takes (guirl.configbase.RECIPE_KINDS): paper values or CPU sizes
     recipe: Literal[RECIPE_KINDS]  # type: ignore[valid-type]
-    seed: int = Field(ge=0, le=MAX_SEED)  # numpy's legacy seeding takes < 2**32; studies add small offsets
+    seed: int = Field(ge=0, le=cb.MAX_SEED)  # numpy's legacy seeding takes < 2**32; studies add small offsets
     model: ModelConfig
     data: DataConfig
     lora: LoraConfig

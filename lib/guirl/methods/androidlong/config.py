@@ -30,22 +30,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from guirl.configbase import (
-    LR_SCHEDULERS,
-    MAX_BATCH,
-    MAX_COEF,
-    MAX_EPOCHS,
-    MAX_LR,
-    MAX_PIXELS,
-    MAX_RUNS,
-    MAX_STEPS,
-    MAX_TOKENS,
-    PROFILE,
-    RunConfig,
-    Sampling,
-    Section,
-    stage_updates,
-)
+from guirl import configbase as cb
+from guirl.configbase import LR_SCHEDULERS, PROFILE, RunConfig, Sampling, Section, stage_updates
 
 __all__ = [
     "AndroidLongEval",
@@ -64,18 +50,20 @@ class AndroidLongModel(Section):
     """The pixel budget (AndroidLong Table 7): stage values of ``model``."""
 
     mirrors: ClassVar[str] = "model"
-    min_pixels: int = Field(default=65_536, gt=0, le=MAX_PIXELS)  # AndroidLong Table 7
-    max_pixels: int = Field(default=500_000, gt=0, le=MAX_PIXELS)  # AndroidLong Table 7
+    min_pixels: int = Field(default=65_536, gt=0, le=cb.MAX_PIXELS)  # AndroidLong Table 7
+    max_pixels: int = Field(default=500_000, gt=0, le=cb.MAX_PIXELS)  # AndroidLong Table 7
 
 
 class AndroidLongSFT(Section):
     """Cold-start SFT (AndroidLong App. C.2): stage values of ``sft``."""
 
     mirrors: ClassVar[str] = "sft"
-    epochs: float = Field(default=2, gt=0, le=MAX_EPOCHS)  # AndroidLong App. C.2
-    learning_rate: float = Field(default=1e-5, gt=0, le=MAX_LR)  # AndroidLong App. C.2: cosine from 1e-5
+    epochs: float = Field(default=2, gt=0, le=cb.MAX_EPOCHS)  # AndroidLong App. C.2
+    learning_rate: float = Field(default=1e-5, gt=0, le=cb.MAX_LR)  # AndroidLong App. C.2: cosine from 1e-5
     lr_scheduler_type: Literal[LR_SCHEDULERS] = "cosine"  # type: ignore[valid-type]  # AndroidLong App. C.2
-    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # not a paper value: a step budget (null: epochs)
+    max_steps: int | None = Field(
+        default=None, ge=1, le=cb.MAX_STEPS
+    )  # not a paper value: a step budget (null: epochs)
 
 
 class AndroidLongRL(Section):
@@ -84,23 +72,23 @@ class AndroidLongRL(Section):
     mirrors: ClassVar[str] = "rl"
     own: ClassVar[tuple[str, ...]] = ("shuffle",)
     shuffle: bool = True  # AndroidLong Table 7: the task stream is shuffled
-    learning_rate: float = Field(default=1e-6, gt=0, le=MAX_LR)  # AndroidLong Table 7
-    max_grad_norm: float = Field(default=1.0, gt=0, le=MAX_COEF)  # AndroidLong Table 7: gradient clipping
+    learning_rate: float = Field(default=1e-6, gt=0, le=cb.MAX_LR)  # AndroidLong Table 7
+    max_grad_norm: float = Field(default=1.0, gt=0, le=cb.MAX_COEF)  # AndroidLong Table 7: gradient clipping
     eps_low: float = Field(default=0.2, ge=0, lt=1)  # AndroidLong Table 7: clip_ratio
-    eps_high: float = Field(default=0.2, ge=0, le=MAX_COEF)  # AndroidLong Table 7: clip_ratio
-    beta: float = Field(default=0.001, ge=0, le=MAX_COEF)  # AndroidLong Table 7: kl_loss_coef
-    max_new_tokens: int = Field(default=2048, ge=1, le=MAX_TOKENS)  # AndroidLong Table 7
-    group_size: int = Field(default=8, ge=2, le=MAX_BATCH)  # AndroidLong Table 7: samples per task (n)
-    prompts_per_step: int = Field(default=32, ge=1, le=MAX_BATCH)  # AndroidLong Table 7: 256 episodes at once / 8
-    mini_batches: int = Field(default=1, ge=1, le=MAX_BATCH)  # AndroidLong Table 7: one PPO epoch, one update
-    max_steps: int = Field(default=100, ge=1, le=MAX_STEPS)  # not a paper value (the paper recipe: rl.max_steps)
+    eps_high: float = Field(default=0.2, ge=0, le=cb.MAX_COEF)  # AndroidLong Table 7: clip_ratio
+    beta: float = Field(default=0.001, ge=0, le=cb.MAX_COEF)  # AndroidLong Table 7: kl_loss_coef
+    max_new_tokens: int = Field(default=2048, ge=1, le=cb.MAX_TOKENS)  # AndroidLong Table 7
+    group_size: int = Field(default=8, ge=2, le=cb.MAX_BATCH)  # AndroidLong Table 7: samples per task (n)
+    prompts_per_step: int = Field(default=32, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: 256 episodes at once / 8
+    mini_batches: int = Field(default=1, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: one PPO epoch, one update
+    max_steps: int = Field(default=100, ge=1, le=cb.MAX_STEPS)  # not a paper value (the paper recipe: rl.max_steps)
 
 
 class AndroidLongEval(Section):
     """Online evaluation (AndroidLong App. C.1, Table 6): stage values of ``eval``."""
 
     mirrors: ClassVar[str] = "eval"
-    n_seeds: int = Field(default=3, ge=1, le=MAX_RUNS)  # AndroidLong App. C.1: three independent runs
+    n_seeds: int = Field(default=3, ge=1, le=cb.MAX_RUNS)  # AndroidLong App. C.1: three independent runs
     online_same_tasks: bool = True  # AndroidLong App. C.1: the runs repeat the same tasks
     # AndroidLong App. C.1: pass@1 of three samples (the temperature is not given: 1.0)
     online_sampling: Sampling = Field(default_factory=lambda: Sampling(do_sample=True, temperature=1.0))
@@ -111,7 +99,7 @@ class AndroidLongSection(Section):
 
     memory: bool = False  # AndroidLong App. C.1, Table 6: memory written into the chain of thought
     # not a paper value: new tokens a memory step may write on top of eval.max_new_tokens / rl.max_new_tokens
-    memory_tokens: int = Field(default=32, ge=0, le=MAX_TOKENS)
+    memory_tokens: int = Field(default=32, ge=0, le=cb.MAX_TOKENS)
     model: AndroidLongModel = Field(default_factory=AndroidLongModel)
     sft: AndroidLongSFT = Field(default_factory=AndroidLongSFT)
     rl: AndroidLongRL = Field(default_factory=AndroidLongRL)
