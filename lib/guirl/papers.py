@@ -304,7 +304,7 @@ _NB4 = "notebooks/04_ces_staged_rl.ipynb"
 _NB6 = "notebooks/06_attention_visualization.ipynb"
 _CES_TINY = (
     "MiniGUI's test splits (ours beside the paper's GUI-Odyssey columns), 01's Low executor and tiny Coordinator / "
-    "State Tracker, one training seed, ces.eval_steps steps per split in the tiny profile"
+    "State Tracker, one training seed, ces.eval.max_test_steps steps per split in the tiny profile"
 )
 _NB7 = "notebooks/07_agentcpm_androidlong.ipynb"
 _TINY7 = "MiniGUI and the tiny model in the tiny profile (Qwen2.5-VL, not the paper's backbone); one training seed"

@@ -29,7 +29,8 @@ recorded inputs are unchanged is reused):
 
 Evaluation (:func:`evaluate_models`): every agent on the same test steps: ``coepg.eval.max_test_steps``
 steps of each test split, taken from its episodes in a seeded random order (App. A samples 500
-step-actions at random), answered greedily, scored with ``eval.protocol``; the dual model through
+step-actions at random), answered greedily, scored with Co-EPG's own protocol (the smallest-element
+rule; Mind2Web's on Mind2Web); the dual model through
 :class:`guirl.methods.coepg.agent.PlannerGrounderAgent` and
 :func:`guirl.studies.shared.evaluation.evaluate_offline`. Averages over the splits (Avg SR, as
 Table 6) pool their steps (equal counts per split). GRPO stages run ``coepg.n_runs`` training

@@ -56,36 +56,41 @@ def evaluate_models(
     *,
     labels: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool = True,
+    level: str = "High",
 ) -> list[dict[str, Any]]:
     """Prediction records of every model (a function building an agent or policy, called once) on
     the first ``coepg.eval.max_test_steps`` steps of each split (:func:`eval_order`), greedy, history of
-    ``coepg.n_history`` actions as text, ``eval.protocol``; ``labels[name]`` is added to that
-    model's records (``seed``: 0 unless given). A name ``"<model>#<anything>"`` is recorded as
-    ``<model>`` (the seeds of one model, told apart by their ``seed`` label)."""
+    ``coepg.n_history`` actions as text, scored with Co-EPG's own protocol
+    (:func:`guirl.methods.coepg.evaluation.eval_protocol`: the smallest-element rule, or Mind2Web's),
+    at instruction ``level`` (``"High"`` or ``"Low"``, Table 2; recorded as the ``level`` label);
+    ``labels[name]`` is added to that model's records (``seed``: 0 unless given). A name
+    ``"<model>#<anything>"`` is recorded as ``<model>`` (the seeds of one model, told apart by their
+    ``seed`` label)."""
     from tqdm.auto import tqdm
 
+    from guirl.methods.coepg.evaluation import agent_at_level, eval_protocol, level_spec
     from guirl.prompts import prompt_spec
     from guirl.studies.shared.evaluation import evaluate_offline
 
     sec = coepg_section(cfg)
     lo, hi = pixel_budget(cfg)
-    spec = prompt_spec(cfg, f"{sec.n_history}A")
+    spec = level_spec(prompt_spec(cfg, f"{sec.n_history}A"), level)
     out: list[dict[str, Any]] = []
     for name, build in tqdm(models.items(), desc="evaluation", disable=not progress):
-        agent = build()
+        agent = agent_at_level(build(), level)
         for split_name, sp in splits.items():
             out += evaluate_offline(
                 agent,
                 sp.episodes,
                 spec,
-                protocol=cfg.eval.protocol,
+                protocol=eval_protocol(cfg.data.source),
                 image_root=sp.image_root,
                 min_pixels=lo,
                 max_pixels=hi,
                 model_name=name.split("#")[0],
                 split=split_name,
                 max_steps=sec.eval.max_test_steps,
-                labels={"seed": 0, **dict((labels or {}).get(name, {}))},
+                labels={"seed": 0, "level": level, **dict((labels or {}).get(name, {}))},
             )
         del agent
     return out

@@ -176,7 +176,9 @@ def pool_stages(s: Setup) -> dict[str, list[Stage]]:
 def initial_pools(s: Setup, results: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[Pool, Pool, list[str]]:
     """``(Pi_0, Phi_0, auxiliary grounders)`` from the config's checkpoint lists or the pool models
     trained (``results``: :func:`pool_stages`' kinds -> their results). The auxiliary grounders
-    of C-DREM are ``coepg.grounders``, or the verifier pool when that list is empty."""
+    of C-DREM are ``coepg.grounders``, or the verifier pool when that list is empty. A grounder or
+    verifier given as an endpoint URL is served (:func:`guirl.methods.coepg.grounding.grounder_source`)."""
+    from guirl.methods.coepg.grounding import grounder_source
     from guirl.paths import resolve_repo_path
 
     sec = coepg_section(s.cfg)
@@ -186,9 +188,18 @@ def initial_pools(s: Setup, results: Mapping[str, Sequence[Mapping[str, Any]]]) 
             return [str(resolve_repo_path(p)) for p in listed]
         return [str(r["final"]) for r in results.get(kind, [])]
 
+    served = s.run_dir / "served"
     planners = Pool(tuple(members(sec.planners, "planners")), sec.pool_size)
-    verifiers = Pool(tuple(members(sec.verifiers, "verifiers")), sec.pool_size)
-    aux = [str(resolve_repo_path(p)) for p in sec.grounders] if sec.grounders else list(verifiers.members)
+    verifiers = Pool(
+        tuple(str(grounder_source(p, served / f"verifier{j}")) for j, p in enumerate(sec.verifiers))
+        or tuple(members([], "verifiers")),
+        sec.pool_size,
+    )
+    aux = (
+        [str(grounder_source(p, served / f"grounder{j}")) for j, p in enumerate(sec.grounders)]
+        if sec.grounders
+        else list(verifiers.members)
+    )
     return planners, verifiers, aux
 
 
