@@ -92,8 +92,8 @@ def test_the_grpo_role_binds_the_sections_reward_settings():
     import guirl.methods as methods
 
     spec = methods.get_reward("agentcpm")
-    tiny = load_config("tiny")
-    assert methods.reward_fn(tiny, spec) is spec.fn  # no section: the reward's defaults
+    bare = load_config("tiny", overrides={"agentcpm": None})
+    assert methods.reward_fn(bare, spec) is spec.fn  # no section: the reward's defaults
     cfg = load_config("tiny", overrides=["agentcpm.rft.reward_schema=tolerant"])
     fn = methods.reward_fn(cfg, spec)
     assert fn(FMT.parse('{"POINT":[500.5,450]}', CTX), CLICK_GT).total == 1.0
@@ -251,7 +251,7 @@ def test_paper_recipe_on_the_paper_profile():
     assert r.rl.max_steps == math.ceil(3 * 1000 / 32)  # 3 epochs over the training steps (one history)
 
 
-def test_the_tiny_experiment_keeps_its_kernel_keys():
+def test_the_tiny_recipe_trains_with_the_tiny_profiles_values():
     cfg = load_config("tiny", "07_agentcpm_androidlong")
     s = cfg.replace(sft_updates(cfg))
     assert s.sft.system_prompt == "agentcpm_short" and s.sft.learning_rate == cfg.sft.learning_rate

@@ -304,20 +304,29 @@ def test_variant_updates_on_the_paper_profile():
     assert (mem.rl.learning_rate, mem.rl.beta, mem.rl.eps_low, mem.rl.eps_high) == (1e-6, 0.001, 0.2, 0.2)  # Table 7
     assert (mem.rl.group_size, mem.rl.prompts_per_step, mem.rl.max_new_tokens) == (8, 32, 2048 + 32)
     assert (mem.model.min_pixels, mem.model.max_pixels) == (65536, 500000)
-    assert (mem.eval.n_seeds, mem.eval.online_same_tasks, mem.eval.online_do_sample) == (3, True, True)
+    assert (mem.eval.n_seeds, mem.eval.online_same_tasks, mem.eval.online_sampling.do_sample) == (3, True, True)
     assert mem.rl.temperature == cfg.rl.temperature  # Table 7's value is missing: the engine's stands
     plain = cfg.replace(variant_updates(cfg, memory=False))
     assert plain.androidlong.memory is False and plain.eval.max_new_tokens == cfg.eval.max_new_tokens
-    t = load_config("paper-3b", overrides=["androidlong.rl.temperature=0.7"])
+    t = load_config("paper-3b", overrides=["rl.temperature=0.7"])  # the one spelling of the rollout temperature
     assert t.replace(variant_updates(t, memory=False)).rl.temperature == 0.7
+    # a kernel key set in a later layer wins over AndroidLong's value (and the section shows the value that ran)
+    o = load_config("paper-3b", overrides=["rl.learning_rate=4e-6", "eval.n_seeds=2", "sft.epochs=1"])
+    v = o.replace(variant_updates(o, memory=False))
+    assert (v.rl.learning_rate, v.eval.n_seeds, v.sft.epochs) == (4e-6, 2, 1) and o.androidlong.rl.learning_rate == 4e-6
 
 
-def test_variant_updates_on_the_tiny_experiment():
+def test_variant_updates_on_the_tiny_recipe():
+    # the tiny recipe: the tiny profile's own training values (PROFILE) and 07's CPU sizes
     cfg = load_config("tiny", "07_agentcpm_androidlong")
     v = cfg.replace(variant_updates(cfg, memory=True))
-    assert v.rl.learning_rate == cfg.rl.learning_rate and v.sft.max_steps == cfg.androidlong.sft.max_steps
-    assert v.rl.group_size == cfg.androidlong.rl.n_samples and v.rl.max_steps == cfg.androidlong.rl.max_steps
-    assert v.rl.prompts_per_step == cfg.androidlong.rl.concurrency // cfg.androidlong.rl.n_samples
+    assert v.rl.learning_rate == cfg.rl.learning_rate and v.sft.max_steps == cfg.androidlong.sft.max_steps == 100
+    assert (v.rl.group_size, v.rl.prompts_per_step, v.rl.max_steps) == (4, 2, 4)
+    assert (v.model.min_pixels, v.model.max_pixels, v.sft.learning_rate) == (
+        cfg.model.min_pixels,
+        cfg.model.max_pixels,
+        cfg.sft.learning_rate,
+    )
     assert v.eval.max_new_tokens == cfg.eval.max_new_tokens + cfg.androidlong.memory_tokens
 
 

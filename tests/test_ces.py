@@ -584,7 +584,7 @@ def test_the_paper_rule_is_the_default_protocol_and_the_as_run_one_an_option():
     [
         ("ces.executor_prompt=gui_r1", "executor_prompt"),
         ("ces.temporal_gaps=[0, 2]", "gap is at least 1"),
-        ("ces.coordinator.clip_ratio=1.5", "clip_ratio"),
+        ("ces.coordinator.eps_low=1.5", "eps_low"),
         ("ces.online_categories=[item_creation]", "online_categories"),
     ],
 )
@@ -605,16 +605,25 @@ def test_rl_stage_configs_come_from_table4_columns(ces_cfg):
     assert (c.rl.role, c.rl.learning_rate, c.rl.prompts_per_step, c.rl.group_size) == (
         "ces.coordinator",
         r.learning_rate,
-        r.train_batch_size,
-        r.rollout_n,
+        r.prompts_per_step,
+        r.group_size,
     )
-    assert (c.rl.eps_low, c.rl.eps_high, c.rl.max_new_tokens) == (r.clip_ratio, r.clip_ratio, r.max_response_length)
-    assert c.rl.max_steps == int(np.ceil(r.epochs * 64 / r.train_batch_size)) and c.rl.dapo_std_threshold is None
+    assert (c.rl.eps_low, c.rl.eps_high, c.rl.max_new_tokens) == (r.eps_low, r.eps_high, r.max_new_tokens)
+    assert c.rl.max_steps == int(np.ceil(r.epochs * 64 / r.prompts_per_step)) and c.rl.dapo_std_threshold is None
     paper = load_config("paper-7b")
     p = rl_config(paper, "state_tracker", 3000)  # CES Table 4: 5 epochs of 3K tasks in batches of 32
     assert (p.rl.max_steps, p.rl.max_new_tokens, p.rl.learning_rate, p.rl.group_size) == (469, 512, 1e-6, 4)
     w = warmup_config(paper)  # CES Sec. 5.1, App. B.2
     assert (w.sft.learning_rate, w.sft.epochs, w.sft.max_steps, w.lora.r, w.lora.alpha) == (5e-5, 1, None, 8, 16)
+    assert w.lora.enabled  # App. B.2: LoRA, whatever the profile's own lora.enabled
+    assert warmup_config(paper.replace({"lora.enabled": False})).lora.enabled
+    # an override of the kernel key reaches both roles (the one precedence rule), and the saved config shows it
+    o = load_config("paper-7b", overrides=["rl.learning_rate=2e-6", "rl.max_steps=9"])
+    assert o.ces.coordinator.learning_rate == o.ces.state_tracker.learning_rate == 2e-6
+    assert (
+        rl_config(o, "coordinator", 3000).rl.max_steps == 9
+        and rl_config(o, "state_tracker", 30).rl.learning_rate == 2e-6
+    )
 
 
 def test_model_sources_resolve(tmp_path, ces_cfg, monkeypatch):

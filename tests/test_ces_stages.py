@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REPO, kill_after, wait_unlocked
 from guirl.config import load_config
+from guirl.studies.shared.stages import stage_table
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +26,12 @@ SMALL = [
     "ces.weak_executor_steps=null",
     "ces.warmup.samples=8",
     "ces.rl_pool=4",
-    "ces.coordinator.train_batch_size=2",
-    "ces.coordinator.rollout_n=2",
-    "ces.coordinator.max_response_length=6",
-    "ces.state_tracker.train_batch_size=2",
-    "ces.state_tracker.rollout_n=2",
-    "ces.state_tracker.max_response_length=6",
+    "ces.coordinator.prompts_per_step=2",
+    "ces.coordinator.group_size=2",
+    "ces.coordinator.max_new_tokens=6",
+    "ces.state_tracker.prompts_per_step=2",
+    "ces.state_tracker.group_size=2",
+    "ces.state_tracker.max_new_tokens=6",
     "ces.coordinator.epochs=1",  # ceil(1 x 4 / 2) = 2 GRPO steps
     "ces.state_tracker.epochs=1",
     "sft.per_device_batch_size=4",  # 2 warm-up steps of 4 records
@@ -138,7 +139,7 @@ def test_notebook_04_schedule_resumes_after_a_kill_between_stages(tiny_vl, minig
     assert {s: (run / s / "result.json").stat().st_mtime_ns for s in finished} == finished  # reused
     assert results[cs.STAGE2]["global_step"] == 2 and results[cs.STAGE2]["role"] == "ces.state_tracker"
     assert results[cs.STAGE1]["global_step"] == 2
-    table = cs.stage_table(results)
+    table = stage_table(results)
     assert list(table["stage"]) == [cs.WARMUP_COORDINATOR, cs.WARMUP_TRACKER, cs.STAGE1, cs.STAGE2]
 
 
@@ -154,13 +155,13 @@ PAPER_CPU = [
     "ces.table2_executors=[]",
     "ces.warmup.samples=4",
     "ces.rl_pool=2",
-    "ces.coordinator.train_batch_size=1",
-    "ces.coordinator.rollout_n=2",
-    "ces.coordinator.max_response_length=6",
+    "ces.coordinator.prompts_per_step=1",
+    "ces.coordinator.group_size=2",
+    "ces.coordinator.max_new_tokens=6",
     "ces.coordinator.epochs=0.5",  # ceil(0.5 x 2 / 1) = 1 GRPO step
-    "ces.state_tracker.train_batch_size=1",
-    "ces.state_tracker.rollout_n=2",
-    "ces.state_tracker.max_response_length=6",
+    "ces.state_tracker.prompts_per_step=1",
+    "ces.state_tracker.group_size=2",
+    "ces.state_tracker.max_new_tokens=6",
     "ces.state_tracker.epochs=0.5",
     "sft.per_device_batch_size=2",
     "sft.grad_accum=1",
@@ -189,7 +190,7 @@ def test_paper_profile_dry_run_with_three_tiny_checkpoints(tiny_vl, minigui, tmp
             *PAPER_CPU,
         ],
     )
-    assert cfg.lora.enabled and cfg.ces.executor_prompt == "ces_executor" and cfg.ces.warmup.lora_r == 8
+    assert cfg.lora.enabled and cfg.ces.executor_prompt == "ces_executor" and cfg.ces.warmup.lora.r == 8
     run = tmp_path / "04"
     records = cs.write_warmup_records(cfg, minigui, run)
     stages = cs.ces_stages(cfg, data_dir=minigui, run_dir=run, records=records)

@@ -25,6 +25,7 @@ from conftest import stage_of
 from guirl.actions import Action
 from guirl.actions.formats import get_format
 from guirl.config import load_config
+from guirl.configbase import Sampling
 from guirl.methods.coepg.agent import UNPARSABLE, PlannerGrounderAgent, read_planner
 from guirl.methods.coepg.config import grpo_stage_config, sft_stage_config
 from guirl.methods.coepg.data import PlanRow, Pool, enhance, is_verified, plan_hits, quality, training_steps
@@ -245,7 +246,7 @@ def test_enhance_keeps_exactly_the_verified_plans(minigui):
         min_pixels=3136,
         max_pixels=141120,
         n=2,
-        temperature=1.0,
+        sampling=Sampling(do_sample=True, temperature=1.0),
         seed=0,
         verify="all",
     )
@@ -555,8 +556,10 @@ def test_stage_configs_carry_the_papers_app_b_values():
     assert (r.beta, r.eps_low, r.eps_high, r.dapo_std_threshold) == (0.01, 0.2, 0.2, None)
     assert r.max_steps == math.ceil(3 * 6862 / 42)
     assert g.coepg.reward_config() == CoEPGConfig(priors=(1.0, 1.0, 2.0), confidence="logprob", weighting="cdrem")
-    with pytest.raises(ValueError, match="not a multiple"):
-        sft_stage_config(cfg.replace({"coepg.sft.batch_size": 100}))
+    # a kernel key set in a later layer wins over Co-EPG's value, and the resolved config shows it
+    o = load_config("paper-3b", overrides=["rl.learning_rate=3e-6", "sft.grad_accum=6"])
+    assert o.coepg.grpo.learning_rate == 3e-6 and grpo_stage_config(o, n_tasks=10).rl.learning_rate == 3e-6
+    assert o.coepg.sft.grad_accum == 6 and sft_stage_config(o).sft.grad_accum == 6
 
 
 # ----------------------------------------------------------------------------- the loop: resume
@@ -607,9 +610,7 @@ def test_loop_resumes_after_a_kill_between_iterations(minigui, tmp_path):
     from guirl.methods.coepg.data import annotation_rows, write_rows
     from guirl.studies import coepg_iterations as ci
 
-    cfg = load_config(
-        "tiny", "03_coepg_iterations", overrides=["coepg.max_train_steps=30", "coepg.iterations=3", "coepg.n_runs=1"]
-    )
+    cfg = load_config("tiny", overrides=["coepg.max_train_steps=30", "coepg.iterations=3", "coepg.n_runs=1"])
     s = ci.setup(cfg, run_dir=tmp_path / "run", start=tmp_path / "start", data_dir=minigui)
     built = []
 
@@ -658,7 +659,7 @@ def test_loop_resumes_after_a_kill_between_iterations(minigui, tmp_path):
 def test_ablation_runs_cover_tables_4_and_5_once_each():
     from guirl.studies import coepg_iterations as ci
 
-    cfg = load_config("tiny", "03_coepg_iterations")
+    cfg = load_config("tiny")
     runs = ci.ablation_runs(cfg)
     assert sum(a.main for a in runs) == 1 and len(runs) == 11  # 3 Table 4 rows + 7 Table 5 cells + the main run
     t4, t5 = ci.resolve_rows(cfg, ci.table4_rows(cfg)), ci.resolve_rows(cfg, ci.table5_rows())
@@ -675,11 +676,11 @@ PAPER_CPU_DRY_RUN = [
     "runtime.deepspeed_config=null",
     "runtime.num_processes=1",
     "runtime.bf16=false",
-    "coepg.max_pixels=141120",  # MiniGUI screens at the tiny budget (CPU time)
+    "coepg.model.max_pixels=141120",  # MiniGUI screens at the tiny budget (CPU time)
     "coepg.max_train_steps=8",
     "coepg.grpo.max_steps=2",
     "coepg.grpo.group_size=2",
-    "coepg.grpo.batch_size=4",
+    "coepg.grpo.prompts_per_step=2",
     "coepg.planner_max_new_tokens=12",
     "coepg.grounder_max_new_tokens=8",
     "rl.rollout_batch_size=4",
@@ -716,7 +717,7 @@ def test_a_data_set_without_verified_plans_trains_no_grounder(minigui, tmp_path)
     from guirl.methods.coepg.data import annotation_rows, write_rows
     from guirl.studies import coepg_iterations as ci
 
-    cfg = load_config("tiny", "03_coepg_iterations", overrides=["coepg.max_train_steps=20", "coepg.iterations=2"])
+    cfg = load_config("tiny", overrides=["coepg.max_train_steps=20", "coepg.iterations=2"])
     s = ci.setup(cfg, run_dir=tmp_path / "run", start=tmp_path / "start", data_dir=minigui)
 
     def builder(st, k, planners, verifiers):  # every plan failed verification: only steps without a target kept

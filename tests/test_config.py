@@ -263,14 +263,14 @@ ERROR_CASES = {
         dict(profile="tiny", overrides=["runtime.threads=0"]),
         "override runtime.threads=0",
         "runtime.threads",
-        "greater than or equal to 1",
+        "0 is below the minimum 1; set runtime.threads to at least 1",
     ),
     # keeping no checkpoint at all (null keeps every one)
     "zero checkpoints kept": lambda tmp: (
         dict(profile="tiny", overrides=["sft.save_total_limit=0"]),
         "override sft.save_total_limit=0",
         "sft.save_total_limit",
-        "greater than or equal to 1",
+        "below the minimum 1",
     ),
     # an experiment file that is not UTF-8 text (one Latin-1 byte in a comment)
     "not UTF-8": lambda tmp: (
@@ -383,8 +383,8 @@ def test_hash_changes_with_any_value(override: str) -> None:
 
 
 def test_hash_ignores_how_a_value_was_written() -> None:
-    # 3.0e-3 in the profile, 0.003 as an override: the same config, the same hash.
-    assert load_config("tiny", overrides=["sft.learning_rate=0.003"]).hash() == load_config("tiny").hash()
+    # 2.0e-3 in the profile, 0.002 as an override: the same config, the same hash.
+    assert load_config("tiny", overrides=["grounding.learning_rate=0.002"]).hash() == load_config("tiny").hash()
 
 
 def test_to_flat_has_dotted_keys_for_every_field() -> None:
@@ -550,7 +550,10 @@ def _toy_schema(section: type | None = None):
             return section or ToySection
         return None if m.name == "coepg" else m.config_section
 
-    methods = [dataclasses.replace(m, config_section=toy(m)) for m in guirl.methods.all_methods()]
+    methods = [
+        dataclasses.replace(m, config_section=toy(m), recipe=None if m.name in ("androidlong", "coepg") else m.recipe)
+        for m in guirl.methods.all_methods()
+    ]
     return config_class(methods)
 
 
@@ -559,7 +562,20 @@ def test_every_method_has_a_section_exactly_when_it_declares_one() -> None:
 
     for method in guirl.methods.all_methods():
         assert (method.name in Config.model_fields) == (method.config_section is not None), method.name
-    kernel = {"profile", "seed", "model", "data", "lora", "grounding", "sft", "eval", "runtime", "rl", "analysis"}
+    kernel = {
+        "profile",
+        "recipe",
+        "seed",
+        "model",
+        "data",
+        "lora",
+        "grounding",
+        "sft",
+        "eval",
+        "runtime",
+        "rl",
+        "analysis",
+    }
     assert set(Config.model_fields) - kernel <= set(guirl.methods.names())
 
 
@@ -569,13 +585,14 @@ def test_method_section_is_added_and_optional(tmp_path: Path) -> None:
     schema = _toy_schema()
     assert "androidlong" in schema.model_fields and "coepg" not in schema.model_fields
     plain = load_config("tiny", schema=schema)
-    assert plain.androidlong is None  # optional: absent unless a file or override sets it
+    # every method with a section has it (its recipe, else its defaults); `androidlong: null` clears it
+    assert plain.method_section("androidlong").kl_coef == 0.04 and plain.androidlong.reward == "ccpo"
+    cleared = load_config("tiny", overrides={"androidlong": None}, schema=schema)
+    assert cleared.androidlong is None
     with pytest.raises(ConfigError, match=re.escape("config: androidlong: section not set; add `androidlong: {}`")):
-        plain.method_section("androidlong")
+        cleared.method_section("androidlong")
     with pytest.raises(ConfigError, match="no config section for method 'coepg'"):
         plain.method_section("coepg")
-    cfg = load_config("tiny", overrides={"androidlong": {}}, schema=schema)  # `androidlong: {}`: the defaults
-    assert cfg.method_section("androidlong").kl_coef == 0.04 and cfg.androidlong.reward == "ccpo"
     cfg = load_config("tiny", overrides=["androidlong.kl_coef=0.1", "androidlong.judge_format=uitars"], schema=schema)
     assert (
         cfg.androidlong.kl_coef == 0.1 and cfg.androidlong.judge_format == "uitars" and cfg.androidlong.group_size == 8
@@ -606,7 +623,7 @@ def test_method_section_rewards_enumerate_the_reward_registry() -> None:
             "androidlong.kl_coeff",
             "did you mean 'androidlong.kl_coef'?",
         ),  # a typo in a method section
-        ("androidlong.kl_coef=-1", "androidlong.kl_coef", "greater than or equal to 0"),  # a bound of the section
+        ("androidlong.kl_coef=-1", "androidlong.kl_coef", "-1 is below the minimum 0"),  # a bound of the section
         (
             "androidlong.judge_format=nope",
             "androidlong.judge_format",
@@ -683,11 +700,12 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
         <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg", "ces"}
     )
     assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
-        "ccpo.ablation_group_sizes"
+        "ccpo.ablation_group_sizes",
+        "ccpo.eval.max_test_steps",  # eval.max_test_steps of the overlay wins over 02's own budget
     }
     ces = {k for k in smoke.to_flat() if k.startswith("ces.") and smoke.to_flat()[k] != full.to_flat()[k]}
-    sizes = ("train_batch_size", "rollout_n", "max_response_length", "samples", "steps", "pool", "tasks", "turns")
-    assert ces and all(k.endswith(sizes) or k.startswith("ces.temporal_") or k == "ces.eval_steps" for k in ces), ces
+    sizes = ("prompts_per_step", "group_size", "max_new_tokens", "samples", "steps", "pool", "tasks", "turns")
+    assert ces and all(k.endswith(sizes) or k.startswith("ces.temporal_") for k in ces), ces
     assert smoke.model == full.model and smoke.sft.learning_rate == full.sft.learning_rate
     assert smoke.rl.max_steps == 2 and smoke.rl.learning_rate == full.rl.learning_rate
 
@@ -701,7 +719,8 @@ def test_one_gpu_overlay_changes_the_runtime_only() -> None:
         assert gpu.runtime.accelerate_config == "configs/accelerate/multi_gpu_zero2.yaml"
         assert gpu.runtime.parallel_stages == 1
         changed = {k for k, v in gpu.to_flat().items() if base.to_flat()[k] != v}
-        assert changed and all(k.startswith("runtime.") for k in changed), changed
+        # runtime keys, and the stage values of a runtime key (agentcpm.sft.runtime.bf16: a later layer wins)
+        assert changed and all(k.startswith("runtime.") or ".runtime." in k for k in changed), changed
 
 
 def test_merge_order_with_overlays(tmp_path: Path) -> None:
@@ -723,7 +742,7 @@ def test_merge_order_with_overlays(tmp_path: Path) -> None:
             lambda t: dict(overlays=[write_yaml(t / "ov.yaml", {"sft": {"max_steps": 0}})]),
             "ov.yaml",
             "sft.max_steps",
-            "greater than",
+            "below the minimum 1",
         ),
         # a typo in an overlay
         (
@@ -796,7 +815,12 @@ def _set_in_yaml(path: Path, old: str, new: str) -> None:
     "edit, file, key, hint",
     [
         # a bad value in the shared base is blamed on the base file
-        (("base/paper.yaml", "  r: 8 ", "  r: eight "), "profiles/base/paper.yaml", "lora.r", "integer"),
+        (
+            ("base/paper.yaml", "  n_seeds: 3", "  n_seeds: three"),
+            "profiles/base/paper.yaml",
+            "eval.n_seeds",
+            "integer",
+        ),
         # a bad value in the profile itself is blamed on the profile
         (
             ("paper-3b.yaml", "  path: checkpoints", "  pth: checkpoints"),
@@ -874,15 +898,17 @@ def test_load_run_config_loads_exactly_the_given_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "main", "study"),
     [
-        ([], 400, 60),  # tiny: 01's table on 400 steps per split, 02 / 05 on 60
-        (["eval.study_max_test_steps=null"], 400, 400),  # no study cap: the main cap
-        (["eval.max_test_steps=null", "eval.study_max_test_steps=null"], None, None),  # every step
-        (["eval.max_test_steps=null"], None, 60),  # a study cap alone
+        ([], 400, 60),  # tiny: 01's table on 400 steps per split, 02 / 05 on 60 (ccpo's tiny recipe)
+        (["ccpo.eval.max_test_steps=null"], 400, None),  # 02 / 05 on every step
+        (["eval.max_test_steps=7"], 7, 7),  # one spelling: an override of the kernel key wins everywhere
+        (["eval.max_test_steps=null"], None, None),
     ],
 )
 def test_eval_test_steps_cap(overrides: list[str], main: int | None, study: int | None) -> None:
-    e = load_config("tiny", overrides=overrides).eval
-    assert (e.test_steps(), e.test_steps(study=True)) == (main, study)
+    from guirl.studies.shared.evaluation import paper_eval_config
+
+    cfg = load_config("tiny", overrides=overrides)
+    assert (cfg.eval.max_test_steps, paper_eval_config(cfg, "ccpo").eval.max_test_steps) == (main, study)
 
 
 # ----------------------------------------------------------------------------- Config.replace
@@ -918,7 +944,7 @@ def test_replace_derives_a_validated_config(updates, check) -> None:
             "replace sft.learnin_rate=1.0: sft.learnin_rate: unknown key; did you mean 'sft.learning_rate'?",
         ),
         ({"rl.role": "ccpoo"}, "replace rl.role=ccpoo: rl.role: 'ccpoo' is not registered; did you mean 'ccpo'?"),
-        ({"sft.learning_rate": -1}, "replace sft.learning_rate=-1: sft.learning_rate: wrong type or value"),
+        ({"sft.learning_rate": -1}, "replace sft.learning_rate=-1: sft.learning_rate: -1 is not above the minimum 0"),
         ({"profile": "paper-3b"}, "replace: profile: the profile cannot be replaced"),
         ({"sft..lr": 1}, "replace: sft..lr: not a dotted key"),
     ],

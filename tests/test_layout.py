@@ -2,19 +2,23 @@
 
 * **base** modules import only base modules;
 * **kernels** import base modules and kernels, never a method and never the top layer
-  (``guirl.config``, ``guirl.runner``, ...); type-only imports under ``if TYPE_CHECKING:`` are
-  allowed, they do not run;
+  (``guirl.config``, ``guirl.runner``, ...), not even under ``if TYPE_CHECKING:`` (a type-only
+  import is an import: kernels and methods annotate a run config with
+  :class:`guirl.configbase.RunConfig`);
 * a **method** imports base modules, kernels, :mod:`guirl.methods.registry` and its own folder,
   never another method and never the top layer;
 * the **studies** (``guirl/studies/``) are the top of the top layer: one module per notebook
   (``notebooks/NN_name.ipynb`` <-> ``studies/name.py``) that imports anything below it and
-  :mod:`guirl.studies.shared`, never another notebook's study; ``studies/shared`` imports no
-  notebook's study; nothing else in ``lib/guirl`` imports a study (notebooks and tests do);
+  :mod:`guirl.studies.shared`, never another notebook's study; a study's stage-level parts may
+  live in ``studies/parts/<name>/``, which belongs to that study alone (only ``studies/<name>.py``
+  and the package's own modules import it); ``studies/shared`` imports no notebook's study;
+  nothing else in ``lib/guirl`` imports a study (notebooks and tests do);
 * everything else is the **top** layer (config, report, runner, stages, papers).
 
-The rules are checked on every ``import`` statement (function-level ones too) and, at run time,
-by importing every kernel in a fresh interpreter and looking at ``sys.modules``. ``lib/guirl``
-has no import circle, between modules or between units (a kernel, a method, a top-level module).
+The rules are checked on every ``import`` statement (function-level and type-only ones too) and,
+at run time, by importing every kernel in a fresh interpreter and looking at ``sys.modules``.
+``lib/guirl`` has no import circle, between modules or between units (a kernel, a method, a
+top-level module), type-only imports included.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def _layer_of_file(path: Path) -> tuple[str, str]:
     if first == "studies":
         if len(rel.parts) == 2 and rel.parts[1] != "__init__":
             return ("study", rel.parts[1])
+        if rel.parts[1] == "parts" and len(rel.parts) > 3:  # studies/parts/<name>/...: study <name>'s own parts
+            return ("study", rel.parts[2])
         return ("study-shared", "shared")
     if first in BASE:
         return ("base", first)
@@ -76,18 +82,11 @@ def _layer_of_file(path: Path) -> tuple[str, str]:
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every guirl import in ``path``, skipping ``if TYPE_CHECKING:`` blocks."""
+    """(line, module) of every guirl import in ``path``: module-level, function-level and type-only
+    (``if TYPE_CHECKING:``) ones alike."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                for inner in ast.walk(sub):
-                    skip.add(id(inner))
     out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.startswith("guirl")]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -101,11 +100,14 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _study_of(module: str) -> str | None:
-    """``guirl.studies.sft.x`` -> ``sft``; ``shared`` for the shared study modules and the package."""
+    """``guirl.studies.sft.x`` -> ``sft``; ``guirl.studies.parts.sft.x`` -> ``sft`` (a study's own parts);
+    ``shared`` for the shared study modules and the packages."""
     parts = module.split(".")
     if parts[:2] != ["guirl", "studies"]:
         return None
-    return "shared" if len(parts) == 2 or parts[2] == "shared" else parts[2]
+    if len(parts) > 3 and parts[2] == "parts":
+        return parts[3]
+    return "shared" if len(parts) == 2 or parts[2] in ("shared", "parts") else parts[2]
 
 
 def _violations() -> list[str]:
@@ -161,6 +163,12 @@ def test_rule_checker_catches_a_kernel_importing_a_method(tmp_path, monkeypatch)
         "from guirl.studies import sft\nfrom guirl.studies.shared import inputs\n"
     )
     (fake / "studies" / "shared" / "inputs.py").write_text("import guirl.studies.sft\n")
+    (fake / "studies" / "parts" / "sft").mkdir(parents=True)
+    (fake / "studies" / "parts" / "sft" / "loop.py").write_text(
+        "from guirl.studies.parts.sft import models\nimport guirl.studies.ccpo_rl\n"
+    )
+    (fake / "studies" / "sft.py").write_text("from guirl.studies.parts.sft.loop import x\n")
+    (fake / "studies" / "coepg.py").write_text("from guirl.studies.parts.sft.loop import x\n")
     (fake / "runner.py").write_text("from guirl.studies.shared.inputs import dataset_dir\n")
     monkeypatch.setattr(sys.modules[__name__], "LIB", fake)
     bad = _violations()
@@ -170,6 +178,9 @@ def test_rule_checker_catches_a_kernel_importing_a_method(tmp_path, monkeypatch)
     assert not any("studies/ccpo_rl.py:2" in b for b in bad)  # a study may import the shared modules
     assert any("studies/shared/inputs.py:1" in b and "may not import a notebook's study" in b for b in bad)
     assert any("guirl/runner.py:1" in b and "nothing in lib/guirl imports a study" in b for b in bad)
+    assert not any("studies/sft.py:1" in b or "studies/parts/sft/loop.py:1" in b for b in bad)  # its own parts
+    assert any("studies/parts/sft/loop.py:2" in b and "another notebook's study" in b for b in bad)
+    assert any("studies/coepg.py:1" in b and "another notebook's study" in b for b in bad)  # another study's parts
 
 
 def test_kernels_do_not_load_methods_or_the_top_layer_at_run_time():
@@ -232,12 +243,14 @@ def test_a_role_is_named_after_its_method() -> None:
 
 # ----------------------------------------------------------------------------- studies <-> notebooks
 def test_one_study_module_per_notebook() -> None:
-    # notebooks/NN_name.ipynb <-> lib/guirl/studies/name.py, both ways
+    # notebooks/NN_name.ipynb <-> lib/guirl/studies/name.py, both ways; studies/parts/<name>/ only for a study
     notebooks = {p.stem.split("_", 1)[1] for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
     studies = {p.stem for p in (LIB / "studies").glob("*.py") if p.stem != "__init__"}
     assert notebooks == studies, (
         f"notebooks without a study: {notebooks - studies}; studies without a notebook: {studies - notebooks}"
     )
+    parts = {p.name for p in (LIB / "studies" / "parts").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert parts <= studies, f"studies/parts/ folders without a study module: {parts - studies}"
 
 
 def test_studies_derive_configs_only_through_replace() -> None:
@@ -259,8 +272,8 @@ def _module_name(path: Path, lib: Path) -> str:
 
 
 def _import_graph(lib: Path) -> dict[str, set[str]]:
-    """Module -> the lib modules it imports at run time (function-level imports included,
-    ``TYPE_CHECKING`` blocks left out); ``from a.b import c`` counts ``a.b.c`` when that is a module."""
+    """Module -> the lib modules it imports (function-level and type-only imports included);
+    ``from a.b import c`` counts ``a.b.c`` when that is a module."""
     modules = {_module_name(p, lib): p for p in lib.rglob("*.py")}
 
     def resolve(name: str) -> str | None:
@@ -361,10 +374,19 @@ def test_circle_checker_finds_module_and_unit_circles(tmp_path: Path) -> None:
             ("env/__init__.py", "from guirl.env import core\n"),
             ("env/core.py", "from guirl.env import apps\n"),  # core imports the package that imports core
             ("env/apps.py", ""),
-            ("ok/__init__.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import guirl.rl.a\n"),
+            # a type-only import counts: config -> methods -> rl -> config under TYPE_CHECKING is a circle
+            ("config.py", "def f():\n    import guirl.methods\n"),
+            ("methods/__init__.py", "import guirl.metrics.hooks\n"),
+            (
+                "metrics/hooks.py",
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from guirl.config import Config\n",
+            ),
+            ("ok/__init__.py", "import guirl.env.apps\n"),  # imports into a circle without closing one
         ],
     )
     circles = _all_circles(fake)
     assert ["guirl.env", "guirl.env.core"] in circles
     assert ["guirl.rl", "guirl.train"] in circles
-    assert not any("guirl.ok" in c for c in circles)  # type-only imports do not run
+    assert ["guirl.config", "guirl.methods", "guirl.metrics"] in circles  # a unit circle through a type-only import
+    assert ["guirl.config", "guirl.methods", "guirl.metrics.hooks"] in circles  # and its module circle
+    assert not any("guirl.ok" in c for c in circles)

@@ -409,7 +409,7 @@ def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
     assert [r["model"] for r in t6] == [ci.iteration_label(k, g) for k in range(1, k_max + 1) for g in (False, True)]
     assert in_range(t6, lambda c: c.endswith((" SR", " TM")), 0.0, 100.0) >= 2 * k_max * splits
     interval(t6, "Avg SR", 0.0, 100.0)
-    assert {r["n_steps"] for r in t6} == {splits * sec.eval_steps * n}  # the same steps for every model
+    assert {r["n_steps"] for r in t6} == {splits * sec.eval.max_test_steps * n}  # the same steps for every model
     assert all(0.0 < r["top answer (%)"] <= 100.0 for r in t6)  # 100: the model wrote one answer everywhere
     marks(out.table("iteration_gains", rows=len(ci.iteration_pairs(k_max))))
     interval(out.table("table3_dual_vs_e2e", rows=3), "Avg SR", 0.0, 100.0)
@@ -589,7 +589,7 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     assert {"reward", "reward/format", "reward/type", "reward/param"} <= set(curves["variable"])
     n_systems = len(SYSTEMS) + 3 * (n_exec - 1)  # every system with the main executor, three with the others
     steps = out.table("step_metrics_ci", rows=n_systems * splits)
-    assert {r["n"] for r in steps} == {sec.eval_steps}  # every split has more steps than the cap
+    assert {r["n"] for r in steps} == {sec.eval.max_test_steps}  # every split has more steps than the cap
     in_range(steps, lambda k: k in ("TM", "SR", "TM_lo", "TM_hi", "SR_lo", "SR_hi"), 0.0, 100.0)
     for r in steps:
         assert r["SR_lo"] <= r["SR"] <= r["SR_hi"] and r["TM_lo"] <= r["TM"] <= r["TM_hi"]
@@ -612,7 +612,10 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     )
     for r in paired:  # paired on the same test steps; the mark agrees with the interval
         assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
-        assert math.isclose(r["diff"], r["B_value"] - r["A_value"], abs_tol=1e-6) and r["n_steps"] <= sec.eval_steps
+        assert (
+            math.isclose(r["diff"], r["B_value"] - r["A_value"], abs_tol=1e-6)
+            and r["n_steps"] <= sec.eval.max_test_steps
+        )
     for name, rows in (("table1_vs_paper", 69), ("table2_vs_paper", 90), ("table3_vs_paper", 24)):
         vs = out.table(name, rows=rows)  # every cell of the paper's table, ours beside its GUI-Odyssey columns
         assert all(r["location"].startswith("CES Table") for r in vs)
@@ -627,7 +630,7 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     for r in online:
         assert r["lo"] <= r["task_sr"] <= r["hi"] and r["resolved"] == (r["lo"] > 0)
         assert r["n_runs"] == cfg.eval.n_seeds and 0.0 <= r["subgoal_sr"] <= 100.0
-    assert [r["n_tasks"] for r in online if r["category"] == "(all)"] == [sec.online_tasks] * 2
+    assert [r["n_tasks"] for r in online if r["category"] == "(all)"] == [sec.eval.n_tasks] * 2
     for r in out.table("online_paired", rows=2):
         assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
     fails = out.table("figure5_failures", rows=2 * len(FAILURE_KINDS))

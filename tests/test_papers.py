@@ -59,6 +59,20 @@ def test_every_paper_has_a_registry_file_and_rows(df):
         assert (df.paper_file[df.paper == p.name] == p.paper_file).all()
 
 
+def test_one_paper_registry_for_the_methods():
+    # guirl.papers.PAPERS is the only place a paper's title, reference and file are written: every
+    # method record names its paper by a key of it, and each paper's method folder is its slug
+    import guirl.methods as methods
+
+    for m in methods.all_methods():
+        assert m.paper in PAPERS, f"{m.name}: paper {m.paper!r} is not a key of guirl.papers.PAPERS"
+        assert not {"title", "reference", "paper_file"} & set(vars(m)), m.name
+    for p in PAPERS.values():
+        assert methods.get(p.slug).paper == p.name
+    with pytest.raises(KeyError, match="unknown paper"):
+        get_paper("UI-S1 (via CCPO)")
+
+
 def test_one_paper_by_name_or_slug(df):
     assert len(paper_results("Co-EPG")) == len(paper_results("coepg")) == int((df.paper == "Co-EPG").sum())
     with pytest.raises(KeyError, match="unknown paper 'nope'"):

@@ -237,3 +237,14 @@ def test_cli_all_with_no_notebooks_is_a_no_op(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr("guirl.runner.notebooks_dir", lambda: tmp_path)
     assert main(["--all"]) == 0
     assert "nothing to run" in capsys.readouterr().out
+
+
+def test_the_saved_config_header_names_overlay_keys_a_notebook_sets_per_stage() -> None:
+    # the smoke overlay's rl.save_steps does not reach 03's GRPO stages (three checkpoints each, Figure 5):
+    # the header of the config the runner saves says so; a notebook without such keys gets no such line
+    from guirl.runner import _header, plan_run
+
+    plan = plan_run("notebooks/03_coepg_iterations.ipynb", "tiny", overlays=["smoke"])
+    lines = _header(plan)
+    assert len(lines) == 3 and lines[2].startswith("set per stage by this notebook") and "rl.save_steps" in lines[2]
+    assert len(_header(plan_run("notebooks/01_sft.ipynb", "tiny", overlays=["smoke"]))) == 2

@@ -73,7 +73,7 @@ def test_shipped_configs_load_and_name_real_notebooks() -> None:
     [
         ("gpus: 1\ncpus_per_task: 2\nmem_gb: 4\ntime: '1:00:00'\ngpu: 2\n", "gpu", "did you mean 'gpus'"),
         ("gpus: 1\ncpus_per_task: 2\nmem_gb: 4\ntime: 'two hours'\n", "time", "not a SLURM time"),
-        ("gpus: -1\ncpus_per_task: 2\nmem_gb: 4\ntime: '60'\n", "gpus", "greater than or equal to 0"),
+        ("gpus: -1\ncpus_per_task: 2\nmem_gb: 4\ntime: '60'\n", "gpus", "below the minimum 0"),
         ("cpus_per_task: 2\nmem_gb: 4\ntime: '60'\n", "gpus", "missing required key; add `gpus: VALUE` to"),
         ("gpus: 0\ncpus_per_task: 2\nmem_gb: 4\ntime: '60'\nsbatch_args: ['exclusive']\n", "sbatch_args", "one sbatch"),
         ("gpus: 0\ncpus_per_task: 2\nmem_gb: 4\ntime: '60'\nsbatch_args: ['--output=x']\n", "sbatch_args", "set by"),

@@ -17,6 +17,7 @@ from guirl.methods.agentcpm.config import rft_updates, sft_updates
 from guirl.methods.androidlong.config import variant_updates
 from guirl.studies import agentcpm_androidlong as S
 from guirl.studies.shared.evaluation import OnlineEvaluation
+from guirl.studies.shared.paired import online_paired
 
 EXP = "07_agentcpm_androidlong"
 
@@ -55,6 +56,8 @@ def perturbed(value):
         return [value / 2]
     if value is None:
         return [3]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [["1AO"] if value != ["1AO"] else ["2AO"]]
     return [value]
 
 
@@ -64,6 +67,7 @@ def derived(cfg, data):
 
     from guirl.methods.androidlong.rl import androidlong_rl_hooks
     from guirl.rl.hooks import HookInputs
+    from guirl.studies.shared.evaluation import paper_eval_config
 
     split = load_splits(data)["train"]
     split = replace(split, episodes=split.episodes[:3])
@@ -76,6 +80,7 @@ def derived(cfg, data):
         "dedup": S.dedup(cfg, split).threshold,
         "grounding": len(S.grounding_rows(cfg, data)),
         "shuffle": androidlong_rl_hooks(v, HookInputs(data_dir=data)).tasks.shuffle,
+        "eval": paper_eval_config(cfg.replace(sft_updates(cfg)), "agentcpm").eval.max_test_steps,
     }
 
 
@@ -235,13 +240,13 @@ def test_table6_and_its_paired_differences(cfg):
     t6 = S.table6({"A": a, "B": b})
     assert list(t6["Task SR"]) == [25.0, 75.0] and list(t6["Task SR std"]) == [25.0, 25.0]
     assert t6.iloc[0]["Task SR (mean ± std)"] == "25.0 ± 25.0" and list(t6["n_tasks"]) == [2, 2]
-    p = S.table6_paired(cfg, {"A": a, "B": b}, [("A", "B")])
+    p = online_paired(cfg, {"A": a, "B": b}, [("A", "B")])
     task = p[p["metric"] == "Task SR"].iloc[0]
     assert task["diff"] == 50.0 and task["lo"] <= task["diff"] <= task["hi"]
     assert task["resolved"] == (task["lo"] > 0 or task["hi"] < 0)
     c = online([(0, "t1", "x", True, 1.0), (1, "t1", "x", True, 1.0)])
     with pytest.raises(ValueError, match="same runs and tasks"):
-        S.table6_paired(cfg, {"A": a, "C": c}, [("A", "C")])
+        online_paired(cfg, {"A": a, "C": c}, [("A", "C")])
 
 
 def test_by_group_per_category(cfg):
@@ -294,9 +299,7 @@ CPU = [
     "runtime.accelerate_config=configs/accelerate/cpu.yaml",
     "runtime.deepspeed_config=null",
     "runtime.num_processes=1",
-    "runtime.bf16=false",
-    "agentcpm.sft.bf16=false",
-    "agentcpm.rft.bf16=false",
+    "runtime.bf16=false",  # a later layer than Tables 4-5's bf16: AgentCPM-GUI's stages take it too
 ]
 
 
@@ -319,8 +322,8 @@ def test_agentcpm_paper_profile_dry_run(tiny_model, minigui, tmp_path):
             *CPU,
             "agentcpm.sft.max_steps=1",
             "agentcpm.rft.max_steps=1",
-            "agentcpm.rft.grad_accum=8",  # 1 x 8 x 1 process = 8 completions: one prompt x Table 5's 8 generations
-            "agentcpm.rft.max_completion_length=24",
+            "agentcpm.rft.prompts_per_step=1",  # 8 completions a step: one prompt x Table 5's 8 generations
+            "agentcpm.rft.max_new_tokens=24",
         ],
     )
     split = load_splits(minigui)["train"]
@@ -350,8 +353,8 @@ def test_androidlong_paper_profile_dry_run(tiny_model, minigui, tmp_path):
             "sft.max_steps=1",
             "androidlong.sft.max_steps=1",
             "androidlong.rl.max_steps=1",
-            "androidlong.rl.n_samples=2",
-            "androidlong.rl.concurrency=2",  # one task x 2 episodes
+            "androidlong.rl.group_size=2",
+            "androidlong.rl.prompts_per_step=1",  # one task x 2 episodes
             "androidlong.rl.max_new_tokens=16",
             "eval.max_turns=2",
         ],

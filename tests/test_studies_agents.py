@@ -180,11 +180,18 @@ def test_agent_stages_are_records_of_the_sft_entry(tmp_path: Path) -> None:
 
 def test_an_executor_recipe_that_restates_the_old_one_keeps_its_trained_stage(tmp_path: Path) -> None:
     def fingerprints(overrides: list[str]) -> list[str]:
+        # the values as a profile states them (Config.replace): an override would also reach the papers' own SFT
+        # values (ces.warmup.max_steps, ...), which ride along in every stage's config
+        from guirl.config import parse_override
+
+        cfg = load_config("tiny")
+        for item in overrides:
+            cfg = cfg.replace(dict([parse_override(item)]))
         return [
             stage_fingerprint(
                 stage_of(a.cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "o", entry="e")
             )["config_sha256"]
-            for a in sft_agents(load_config("tiny", overrides=overrides))
+            for a in sft_agents(cfg)
         ]
 
     before = fingerprints(OLD_TINY)

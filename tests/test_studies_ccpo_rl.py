@@ -4,7 +4,6 @@ check, paired gains and their wording, the Table 5 / 10 / 11 layouts and the pap
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -64,34 +63,6 @@ def test_ablation_runs(ccpo: dict, tags: list[str]) -> None:
 def test_ablation_keys_are_validated(key: str, value, words: str) -> None:
     with pytest.raises((ConfigError, ValueError), match=words):
         cfg_with(**{key: value})
-
-
-def write_log(path: Path, rewards: list[float]) -> dict:
-    path.write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n" for i, r in enumerate(rewards)))
-    return {"log": str(path)}
-
-
-@pytest.mark.parametrize(
-    ("rewards", "verdict"),
-    [
-        ([0.1, 0.2, 0.15, 0.5, 0.6, 0.55], "up"),  # last third well above the first
-        ([0.6, 0.5, 0.55, 0.1, 0.2, 0.15], "down"),  # a falling reward is resolved too, negative
-        ([0.3, 0.3, 0.3, 0.3, 0.3, 0.3], "flat"),  # no change: interval [0, 0] does not exclude 0
-        ([0.1, 0.9, 0.5, 0.9, 0.1, 0.5], "flat"),  # noisy, same mean: unresolved
-    ],
-)
-def test_reward_rise(tmp_path: Path, rewards: list[float], verdict: str) -> None:
-    t = cs.reward_rise({"s": write_log(tmp_path / "log.jsonl", rewards)}, window=3, n_boot=500)
-    r = t.iloc[0]
-    assert r["lo"] <= r["diff"] <= r["hi"]
-    assert r["diff"] == pytest.approx(sum(rewards[-3:]) / 3 - sum(rewards[:3]) / 3)
-    assert bool(r["resolved"]) == (verdict != "flat")
-    assert (r["lo"] > 0) == (verdict == "up") and (r["hi"] < 0) == (verdict == "down")
-
-
-def test_reward_rise_needs_two_windows(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="stage s: 3 logged steps, need 4"):
-        cs.reward_rise({"s": write_log(tmp_path / "log.jsonl", [0.1, 0.2, 0.3])}, window=2)
 
 
 # ----------------------------------------------------------------------------- paired gains

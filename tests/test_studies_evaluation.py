@@ -18,6 +18,7 @@ import pytest
 
 from guirl.actions.formats import get_format
 from guirl.config import load_config
+from guirl.configbase import Sampling
 from guirl.data.splits import Split, load_splits
 from guirl.env.expert import solve
 from guirl.env.export import build_minigui_dataset
@@ -480,7 +481,12 @@ def expert_policy(cfg) -> FunctionPolicy:
 def test_evaluate_online_expert_over_runs() -> None:
     # 5 actions of history: turns are counted; the older reading: a new task set per run, greedy
     cfg = tiny_cfg(
-        n_tasks=3, max_turns=12, n_seeds=2, histories=["5AO"], online_same_tasks=False, online_do_sample=False
+        n_tasks=3,
+        max_turns=12,
+        n_seeds=2,
+        histories=["5AO"],
+        online_same_tasks=False,
+        **{"online_sampling.do_sample": False},
     )
     pol = expert_policy(cfg)
     res = ev.evaluate_online(cfg, pol, progress=False)
@@ -509,7 +515,9 @@ def test_evaluate_online_expert_over_runs() -> None:
 def test_evaluate_online_same_tasks_with_sampling() -> None:
     cfg = tiny_cfg(n_tasks=2, max_turns=2)
     pol = FunctionPolicy(lambda p: "nonsense")
-    res = ev.evaluate_online(cfg, pol, n_runs=3, same_tasks=True, do_sample=True, temperature=0.5, progress=False)
+    res = ev.evaluate_online(
+        cfg, pol, n_runs=3, same_tasks=True, sampling=Sampling(do_sample=True, temperature=0.5), progress=False
+    )
     ids = [[r["task_id"] for r in run] for run in res.runs]
     assert ids[0] == ids[1] == ids[2]  # the same tasks in every run
     assert res.summary["task_sr"] == 0.0 and res.summary["n_runs"] == 3
@@ -523,8 +531,8 @@ def test_evaluate_online_same_tasks_with_sampling() -> None:
     "overrides, same, sampled, temperature",
     [
         ({}, True, True, 1.0),  # AndroidLong's protocol by default: same tasks, sampled
-        ({"online_temperature": 0.3}, True, True, 0.3),  # the temperature comes from the config
-        ({"online_same_tasks": False, "online_do_sample": False}, False, False, None),  # older reading
+        ({"online_sampling.temperature": 0.3}, True, True, 0.3),  # the temperature comes from the config
+        ({"online_same_tasks": False, "online_sampling.do_sample": False}, False, False, None),  # older reading
     ],
 )
 def test_evaluate_online_protocol_comes_from_the_config(overrides, same, sampled, temperature) -> None:
@@ -584,7 +592,7 @@ def test_evaluation_grid_labels_and_grouping(minigui12: Path) -> None:
     "overrides, words",
     [
         ({}, ["3 runs of the same 2 tasks", "sampled at temperature 1"]),  # AndroidLong's protocol
-        ({"online_same_tasks": False, "online_do_sample": False}, ["2 new tasks each", "(greedy)"]),  # older reading
+        ({"online_same_tasks": False, "online_sampling.do_sample": False}, ["2 new tasks each", "(greedy)"]),  # older
     ],
 )
 def test_online_caption_says_what_the_std_is_over(overrides, words) -> None:

@@ -2,8 +2,9 @@
 
 ``load_config(profile, experiment, overrides, overlays=...)`` merges, in this order (later wins)::
 
-    configs/profiles/<profile>.yaml  <  configs/experiments/<experiment>.yaml
-        <  configs/overlays/<overlay>.yaml (in the order given)  <  overrides
+    the methods' recipes (methods/<paper>/config.py, the profile's ``recipe`` kind) + configs/profiles/<profile>.yaml
+        <  configs/experiments/<experiment>.yaml  <  configs/overlays/<overlay>.yaml (in the order given)
+        <  overrides
 
 and validates the result into a :class:`Config` (pydantic v2, unknown keys forbidden in every
 section). Overrides are ``"dotted.key=value"`` strings (or a dict with dotted or nested keys);
@@ -20,8 +21,12 @@ Allowed values come from the registries, never from copied lists: a field marked
 ``Registered(kind)`` (:mod:`guirl.configbase`) accepts every name of that registry
 (:func:`registry_names`): ``data.source``, ``eval.protocol`` and ``sft.output_format`` here, and
 any such field of a method section. Each method of :mod:`guirl.methods` whose record sets
-``config_section`` adds an optional section ``cfg.<method name>`` (``None`` unless a yaml file or
-an override sets it; ``<method>: {}`` takes the section's defaults).
+``config_section`` adds a section ``cfg.<method name>``: its defaults (the paper's values) with its
+recipe for the profile's kind on top (``<method>: null`` clears it). A paper's stage sections hold
+its values of kernel keys (:mod:`guirl.configbase`); the one precedence rule covers both spellings:
+a kernel key set in a later layer than the paper's value replaces it, so an override always wins
+and the resolved config shows the value that ran. ``notebook=`` refuses an experiment or override
+of a key that notebook sets per stage (``Method.derived``).
 
 A notebook loads its configuration with :func:`load_run_config`: the exact file the runner
 resolved and saved (``config_path``), or the same resolution when opened by hand.
@@ -44,8 +49,19 @@ from typing import Annotated, Any, Literal, Optional, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
 
+from guirl import configbase as cb
 from guirl.analysis.config import AnalysisConfig
-from guirl.configbase import REGISTRY_KINDS, Registered, Section
+from guirl.configbase import (
+    HISTORY_PATTERN,
+    LR_SCHEDULERS,
+    PROFILE,
+    RECIPE_KINDS,
+    REGISTRY_KINDS,
+    Registered,
+    Sampling,
+    Section,
+    mirrored_fields,
+)
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 from guirl.rl.config import RLConfig
 
@@ -73,6 +89,7 @@ __all__ = [
     "load_config",
     "load_run_config",
     "missing_inputs",
+    "overlay_keys_not_applied",
     "known_profiles",
     "known_experiments",
     "known_overlays",
@@ -277,8 +294,8 @@ class ModelConfig(_Section):
     #: The vision tower's window and full attention under ``sdpa``: ``fused`` (a few batched
     #: calls, :mod:`guirl.models.vision_attention`) or ``loop`` (transformers' call per window).
     vision_attention: Literal["fused", "loop"] = "fused"
-    min_pixels: int = Field(gt=0)
-    max_pixels: int = Field(gt=0)
+    min_pixels: int = Field(gt=0, le=cb.MAX_PIXELS)
+    max_pixels: int = Field(gt=0, le=cb.MAX_PIXELS)
 
     @model_validator(mode="after")
     def _pixels_ordered(self) -> ModelConfig:
@@ -307,10 +324,10 @@ class DataConfig(_Section):
 
     source: Annotated[str, Registered("data_source")]
     path: str | None = None
-    n_train_tasks: int = Field(ge=1)
-    n_test_tasks: int = Field(ge=1)
-    width: int = Field(ge=28)
-    height: int = Field(ge=28)
+    n_train_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    n_test_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    width: int = Field(ge=28, le=cb.MAX_SIDE)
+    height: int = Field(ge=28, le=cb.MAX_SIDE)
 
     @model_validator(mode="after")
     def _path_given(self) -> DataConfig:
@@ -332,12 +349,9 @@ class LoraConfig(_Section):
     premise) does not apply."""
 
     enabled: bool
-    r: int = Field(ge=1)
-    alpha: float = Field(gt=0)
+    r: int = Field(ge=1, le=cb.MAX_RANK)
+    alpha: float = Field(gt=0, le=cb.MAX_COEF)
     dropout: float = Field(ge=0.0, lt=1.0)
-
-
-HISTORY_PATTERN = r"^[0-5](A|AO)$"
 
 
 class GroundingConfig(_Section):
@@ -347,12 +361,9 @@ class GroundingConfig(_Section):
     from a pretrained checkpoint and set ``enabled: false``."""
 
     enabled: bool
-    learning_rate: float = Field(gt=0)
-    max_steps: int = Field(ge=1)
-    per_device_batch_size: int = Field(ge=1)
-
-
-LR_SCHEDULERS = ("cosine", "linear", "constant_with_warmup")
+    learning_rate: float = Field(gt=0, le=cb.MAX_LR)
+    max_steps: int = Field(ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
 
 
 class ExecutorConfig(_Section):
@@ -362,10 +373,10 @@ class ExecutorConfig(_Section):
     executor (``null``: the main agent's value). ``sft.executor: {}`` trains it with the main
     agent's recipe; ``sft.executor: null`` trains no executor."""
 
-    max_steps: int | None = Field(default=None, ge=1)
-    per_device_batch_size: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int | None = Field(default=None, ge=1, le=cb.MAX_BATCH)
     lr_scheduler_type: Literal[LR_SCHEDULERS] | None = None  # type: ignore[valid-type]
-    learning_rate: float | None = Field(default=None, gt=0)
+    learning_rate: float | None = Field(default=None, gt=0, le=cb.MAX_LR)
 
     def updates(self) -> dict[str, Any]:
         """``{"sft.<key>": value}`` for every key that is set: what the executor's config replaces."""
@@ -395,14 +406,16 @@ class SFTConfig(_Section):
     learning curve, :func:`guirl.studies.sft.checkpoint_curve`); it changes no trained weight, so it
     is not in a stage's fingerprint, and a finished stage is not retrained to keep more."""
 
-    learning_rate: float = Field(gt=0)
-    epochs: float = Field(gt=0)
-    max_steps: int | None = Field(default=None, ge=1)
-    per_device_batch_size: int = Field(ge=1)
-    grad_accum: int = Field(ge=1)
+    learning_rate: float = Field(gt=0, le=cb.MAX_LR)
+    epochs: float = Field(gt=0, le=cb.MAX_EPOCHS)
+    max_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
+    per_device_batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
+    grad_accum: int = Field(ge=1, le=cb.MAX_BATCH)
     warmup_ratio: float = Field(ge=0.0, lt=1.0)
-    save_steps: int = Field(ge=1)
-    save_total_limit: int | None = Field(default=2, ge=1)  # checkpoints kept on disk; null keeps every one
+    save_steps: int = Field(ge=1, le=cb.MAX_STEPS)
+    save_total_limit: int | None = Field(
+        default=2, ge=1, le=cb.MAX_STEPS
+    )  # checkpoints kept on disk; null keeps every one
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
     use_step_instruction: bool
     executor: ExecutorConfig | None = None  # null: 01 trains no Low-level executor
@@ -452,36 +465,31 @@ class EvalConfig(_Section):
     (08; its evaluation does not change a trained model, hence the ``eval`` section).
     Online runs follow AndroidLong's protocol by default (App., Table 6: Task SR as the mean and
     std of three independent runs, "pass@1 under three samples"): ``online_same_tasks`` reruns
-    the same tasks in every run and ``online_do_sample`` samples at ``online_temperature``;
-    ``online_same_tasks: false`` with ``online_do_sample: false`` gives the older reading (a new
-    task set per run, greedy decoding)."""
+    the same tasks in every run, decoded as ``online_sampling`` says (:class:`guirl.configbase.Sampling`:
+    sampled at temperature 1 by default); ``online_same_tasks: false`` with ``online_sampling:
+    {do_sample: false}`` gives the older reading (a new task set per run, greedy decoding)."""
 
     protocol: Annotated[str, Registered("protocol")]
-    batch_size: int = Field(ge=1)
-    max_new_tokens: int = Field(ge=1)
-    n_tasks: int = Field(ge=1)
-    max_turns: int = Field(ge=1)
-    n_seeds: int = Field(default=3, ge=1)
-    n_train_seeds: int = Field(default=1, ge=1)  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
+    batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
+    max_new_tokens: int = Field(ge=1, le=cb.MAX_TOKENS)
+    n_tasks: int = Field(ge=1, le=cb.MAX_COUNT)
+    max_turns: int = Field(ge=1, le=cb.MAX_TURNS)
+    n_seeds: int = Field(default=3, ge=1, le=cb.MAX_RUNS)
+    n_train_seeds: int = Field(
+        default=1, ge=1, le=cb.MAX_RUNS
+    )  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
     # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
     # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
     # pretrained checkpoint (guirl.studies.seed_study.seed_start). The same for paper profiles (no grounding, a fixed base)
     train_seed_scope: Literal["all", "sft"] = "all"
-    bootstrap_samples: int = Field(ge=1)
-    max_test_steps: int | None = Field(default=None, ge=1)  # cap per split for offline eval (CPU budgets)
-    # cap per split where a notebook compares many trained models (02, 05); null: max_test_steps
-    study_max_test_steps: int | None = Field(default=None, ge=1)
+    bootstrap_samples: int = Field(ge=1, le=cb.MAX_COUNT)
+    # the test-step budget: the first max_test_steps steps of each test split (null: all); a paper's notebook that
+    # evaluates many models sets its own (ccpo.eval, coepg.eval, ces.eval: stage values of this key)
+    max_test_steps: int | None = Field(default=None, ge=1, le=cb.MAX_STEPS)
     online_same_tasks: bool = True  # AndroidLong App. (Table 6): three independent runs of the same tasks
-    online_do_sample: bool = True  # AndroidLong App.: "pass@1 under three samples" -- sampled decoding
-    online_temperature: float = Field(default=1.0, gt=0)  # not from the paper: AndroidLong is silent on it
+    # AndroidLong App.: "pass@1 under three samples" -- sampled decoding (the temperature is not from the paper)
+    online_sampling: Sampling = Field(default_factory=Sampling)
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(min_length=1)
-
-    def test_steps(self, *, study: bool = False) -> int | None:
-        """The per-split cap on offline test steps: ``max_test_steps``, or for a notebook that
-        compares many trained models (``study``) ``study_max_test_steps`` when it is set."""
-        if study and self.study_max_test_steps is not None:
-            return self.study_max_test_steps
-        return self.max_test_steps
 
 
 EvalConfig = resolve_section(EvalConfig)
@@ -493,7 +501,7 @@ class RuntimeConfig(_Section):
 
     device: Literal["cpu", "cuda"]
     # torch CPU threads of training subprocesses and evaluation (OMP_NUM_THREADS); null: torch's default
-    threads: int | None = Field(default=None, ge=1)
+    threads: int | None = Field(default=None, ge=1, le=cb.MAX_THREADS)
     # recompute activations in backward in the grounding / SFT stages (TRL's SFTConfig default) and in the RL
     # update (docs/rl.md, memory): GPU memory for time. Off on CPU: same loss, SFT 3-12% faster on the tiny model
     activation_checkpointing: bool = True
@@ -503,10 +511,10 @@ class RuntimeConfig(_Section):
     # independent training stages (01's High agent and Low executor) run at once as separate subprocesses, each
     # with runtime.threads threads (null: this machine's cores / parallel_stages, a longer stage taking over a shorter
     # one's cores at its planned last step); the thread count changes float order, hence the weights (docs/stack.md)
-    parallel_stages: int = Field(default=1, ge=1)
+    parallel_stages: int = Field(default=1, ge=1, le=cb.MAX_THREADS)
     accelerate_config: str
     deepspeed_config: str | None = None
-    num_processes: int = Field(ge=1)
+    num_processes: int = Field(ge=1, le=cb.MAX_PROCESSES)
     bf16: bool
 
     @model_validator(mode="after")
@@ -533,7 +541,9 @@ class BaseConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     profile: str = Field(min_length=1)
-    seed: int
+    # which recipe of each method the profile takes (guirl.configbase.RECIPE_KINDS): paper values or CPU sizes
+    recipe: Literal[RECIPE_KINDS]  # type: ignore[valid-type]
+    seed: int = Field(ge=0, le=cb.MAX_SEED)  # numpy's legacy seeding takes < 2**32; studies add small offsets
     model: ModelConfig
     data: DataConfig
     lora: LoraConfig
@@ -619,6 +629,13 @@ class BaseConfig(BaseModel):
         return section
 
 
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model class of a (possibly optional) section annotation, else ``None``."""
+    if _allows_none(annotation):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
 def config_class(methods: Iterable[Any]) -> type[BaseConfig]:
     """The config schema for ``methods`` (``guirl.methods.Method`` records): :class:`BaseConfig`
     plus, for every method whose ``config_section`` is set, an optional field named after the
@@ -638,13 +655,55 @@ def config_class(methods: Iterable[Any]) -> type[BaseConfig]:
             )
         if method.name in BaseConfig.model_fields:
             raise TypeError(f"{where}: method name {method.name!r} clashes with the config key {method.name!r}")
+        _check_stage_sections(section, method.name, where)
         resolved = resolve_section(section)
         if resolved is not section:
             # A stable import path, so that configs holding the section pickle.
             resolved.__module__, resolved.__qualname__ = __name__, f"_{method.name}_{section.__name__}"
             setattr(sys.modules[__name__], resolved.__qualname__, resolved)
         fields[method.name] = (Optional[resolved], None)  # noqa: UP045 (runtime type)
-    return create_model("Config", __base__=BaseConfig, __module__=__name__, __doc__=_CONFIG_DOC, **fields)
+    schema = create_model("Config", __base__=BaseConfig, __module__=__name__, __doc__=_CONFIG_DOC, **fields)
+    _SCHEMA_METHODS[schema] = tuple(methods)
+    return schema
+
+
+#: The methods each schema of :func:`config_class` was built from (their recipes and derived keys).
+_SCHEMA_METHODS: dict[type, tuple[Any, ...]] = {}
+
+
+def _check_stage_sections(section: type[Section], method: str, where: str) -> None:
+    """Every stage section inside ``section`` (``mirrors`` set) names a kernel section, and each of
+    its fields is a field of that kernel section or listed in ``own``; every stage section builds
+    with no argument (its defaults are the paper's values). Raises ``TypeError`` naming the file."""
+    for path, cls in _stage_classes(section, method):
+        kernel = BaseConfig.model_fields.get(cls.mirrors or "")
+        kernel_cls = _section_model(kernel.annotation) if kernel is not None else None
+        if kernel_cls is None:
+            raise TypeError(f"{where}: {path} mirrors {cls.mirrors!r}, which is not a kernel section")
+        bad = [f for f in mirrored_fields(cls) if f not in kernel_cls.model_fields]
+        if bad:
+            raise TypeError(
+                f"{where}: {path}: {bad} are not keys of the {cls.mirrors!r} section; name a field after the "
+                f"kernel key it sets, or list a paper-only field in {cls.__name__}.own"
+            )
+        try:
+            cls()
+        except ValidationError as err:
+            raise TypeError(f"{where}: {path} ({cls.__name__}) needs a default for every field: {err}") from None
+
+
+def _stage_classes(model: type[BaseModel], prefix: str) -> list[tuple[str, type[Section]]]:
+    """``[(dotted path, class)]`` of every stage section (``mirrors`` set) nested in ``model``."""
+    out: list[tuple[str, type[Section]]] = []
+    for name, info in model.model_fields.items():
+        sub = _section_model(info.annotation)
+        if sub is None or not issubclass(sub, Section):
+            continue
+        path = f"{prefix}.{name}"
+        if sub.mirrors is not None:
+            out.append((path, sub))
+        out += _stage_classes(sub, path)
+    return out
 
 
 _CONFIG_DOC = """A whole, validated run configuration: the kernel sections of :class:`BaseConfig`
@@ -676,13 +735,6 @@ def registered_fields(schema: type[BaseModel] | None = None) -> dict[str, str]:
 
     walk(schema or Config, "")
     return out
-
-
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    """The model class of a (possibly optional) section annotation, else ``None``."""
-    if _allows_none(annotation):
-        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -931,6 +983,21 @@ def _to_config_error(
             f"{hint}registered {_REGISTRY_LABELS[mark.kind]}: {', '.join(repr(n) for n in names)}",
         )
     expected = _describe_type(info.annotation) if info is not None else ""
+    limit = next(
+        (getattr(m, "le", None) for m in getattr(info, "metadata", ()) if getattr(m, "le", None) is not None), None
+    )
+    if kind == "int_parsing_size" and limit is not None:  # a float too large for an integer, e.g. 1e26 steps
+        kind, first = "less_than_equal", {**first, "ctx": {"le": limit}}
+    bound = _BOUNDS.get(kind)
+    if bound is not None:
+        limit = (first.get("ctx") or {}).get(bound[0])
+        return ConfigError(
+            _source_of(dotted, provenance, default),
+            dotted,
+            f"{first.get('input')!r} is {bound[1]} {limit}{more}",
+            f"set {dotted} to {bound[2]} {limit}"
+            + (" (a larger value cannot be meant)" if bound[0] in ("le", "lt") else ""),
+        )
     if kind == "finite_number":
         return ConfigError(
             _source_of(dotted, provenance, default),
@@ -955,12 +1022,27 @@ def _to_config_error(
     return ConfigError(_source_of(dotted, provenance, default), dotted, problem, fix)
 
 
+#: pydantic's bound errors: (context key, the problem, the fix's words).
+_BOUNDS = {
+    "less_than_equal": ("le", "above the limit", "at most"),
+    "less_than": ("lt", "not below the limit", "less than"),
+    "greater_than_equal": ("ge", "below the minimum", "at least"),
+    "greater_than": ("gt", "not above the minimum", "more than"),
+}
+
+
 def _no_profile_key(layers: list[tuple[str, dict]], what: str) -> None:
     for src, layer in layers:
         if "profile" in layer:
             raise ConfigError(
                 src, "profile", f"{what} cannot set the profile", "remove the key and pass --profile instead"
             )
+
+
+#: Layer ranks of the one precedence rule (later wins): the recipes and the profile, the experiment,
+#: the overlays (in the order given), the overrides.
+_PROFILE_RANK, _EXPERIMENT_RANK, _OVERLAY_RANK, _OVERRIDE_RANK = 0, 1, 2, 1_000_000
+_MISSING: Any = object()
 
 
 def load_config(
@@ -970,8 +1052,10 @@ def load_config(
     *,
     overlays: Sequence[str | Path] = (),
     schema: type[BaseConfig] | None = None,
+    notebook: str | None = None,
 ) -> Config:
-    """Merge ``profile`` < ``experiment`` < ``overlays`` < ``overrides`` and validate.
+    """Merge the profile (with the methods' recipes) < ``experiment`` < ``overlays`` < ``overrides``
+    and validate.
 
     ``profile`` is a name from ``configs/profiles`` (``"tiny"``, ``"paper-3b"``, ...) or a path
     to a yaml file (for instance a saved, resolved ``config.yaml``). ``experiment`` is ``None``,
@@ -979,8 +1063,15 @@ def load_config(
     (``"smoke"``) or paths, applied in order. ``overrides``: ``["sft.learning_rate=1e-4",
     "seed=1"]`` or ``{"sft.learning_rate": 1e-4}`` / ``{"sft": {"learning_rate": 1e-4}}``.
     ``schema``: the config class to validate with (default :class:`Config`; see
-    :func:`config_class`). Raises :class:`ConfigError` (one line naming the file and the
-    dotted key).
+    :func:`config_class`). ``notebook`` (``NN_name``, the runner passes it): refuse an
+    experiment or override that sets a key the notebook sets per stage (``Method.derived``).
+
+    The profile level is each method's recipe for the profile's ``recipe`` kind and data source
+    (``methods/<paper>/config.py``), then the profile's files. A paper's stage value of a kernel
+    key (a field of a stage section, :mod:`guirl.configbase`) and the kernel key follow the same
+    rule: when the kernel key is set in a later layer, its value becomes the stage value (an
+    override always wins; on a tie the paper's value stands). Raises :class:`ConfigError` (one
+    line naming the file and the dotted key).
     """
     schema = schema or Config
     is_path = isinstance(profile, Path) or _looks_like_path(str(profile))
@@ -1012,13 +1103,8 @@ def load_config(
             f"says {data['profile']!r} but the file is {profile_name!r}",
             "remove the profile key; the file name is the profile name",
         )
-    provenance: dict[str, str] = {}
-    base: dict[str, Any] = {}
-    for src, layer in layers:
-        _merge(base, layer, src, provenance)
-    base.setdefault("profile", profile_name)
-    provenance.setdefault("profile", source)
 
+    user: list[tuple[str, Mapping[str, Any], int]] = []  # (source, data, rank) above the profile
     if experiment is not None:
         exp_layers = _read_layers(
             _layer_path("experiments", experiment),
@@ -1026,30 +1112,229 @@ def load_config(
             "known experiments: " + (", ".join(known_experiments()) or "(none)") + "; or pass a path to a yaml file",
         )
         _no_profile_key(exp_layers, "an experiment")
-        for src, layer in exp_layers:
-            _merge(base, layer, src, provenance)
-
-    for overlay in overlays:
+        user += [(src, layer, _EXPERIMENT_RANK) for src, layer in exp_layers]
+    for i, overlay in enumerate(overlays):
         ov_layers = _read_layers(
             _layer_path("overlays", overlay),
             "overlay",
             "known overlays: " + (", ".join(known_overlays()) or "(none)") + "; or pass a path to a yaml file",
         )
         _no_profile_key(ov_layers, "an overlay")
-        for src, layer in ov_layers:
-            _merge(base, layer, src, provenance)
-
+        user += [(src, layer, _OVERLAY_RANK + i) for src, layer in ov_layers]
     for key, value, written in _overrides_to_items(overrides):
         if key == "profile":
             raise ConfigError(
                 f"override {written}", "profile", "the profile cannot be overridden", "pass --profile NAME instead"
             )
-        _merge(base, _nest(key, value), f"override {written}", provenance)
+        user.append((f"override {written}", _nest(key, value), _OVERRIDE_RANK))
 
+    probe: dict[str, Any] = {}
+    for src, layer in layers:
+        _merge(probe, layer, src, {})
+    for src, layer, _ in user:
+        _merge(probe, layer, src, {})
+    provenance: dict[str, str] = {}
+    ranks: dict[str, int] = {}
+    base: dict[str, Any] = {}
+    for src, layer in [*_recipe_layers(schema, probe), *layers]:
+        _merge(base, layer, src, provenance)
+        ranks[src] = _PROFILE_RANK
+    base.setdefault("profile", profile_name)
+    provenance.setdefault("profile", source)
+    for src, layer, rank in user:
+        _merge(base, layer, src, provenance)
+        ranks[src] = rank
+    _resolve_stage_values(base, provenance, ranks, schema)
+    _no_profile_left(base, provenance)
+    if notebook is not None:
+        _refuse_derived(schema, notebook, provenance, ranks)
     try:
         return schema.model_validate(base)
     except ValidationError as err:
         raise _to_config_error(err, provenance, source, schema) from None
+
+
+def _recipe_layers(schema: type[BaseModel], merged: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One layer per method of ``schema`` with a section: ``{<method>: {}}`` plus its recipe for the
+    ``recipe`` kind and ``data.source`` of ``merged`` (no layer when the kind is not a known one:
+    validation names it). A recipe key outside the method's own section and the kernel sections,
+    or a kernel key two recipes set to different values, is a :class:`ConfigError` naming the files."""
+    kind = merged.get("recipe")
+    if not isinstance(kind, str) or kind not in RECIPE_KINDS:
+        return []
+    data = merged.get("data")
+    source = str(data.get("source", "")) if isinstance(data, Mapping) else ""
+    methods = [m for m in _SCHEMA_METHODS.get(schema, ()) if m.config_section is not None]
+    names = {m.name for m in methods}
+    owner: dict[str, tuple[str, Any]] = {}
+    out: list[tuple[str, dict[str, Any]]] = []
+    for m in methods:
+        src = f"lib/guirl/methods/{m.name}/config.py (recipe {kind!r})"
+        layer: dict[str, Any] = {m.name: {}}
+        for key, value in (dict(m.recipe(kind, source)) if m.recipe is not None else {}).items():
+            top = key.split(".")[0]
+            if top != m.name and (top in names or top not in BaseConfig.model_fields):
+                raise ConfigError(
+                    src, key, "a recipe sets keys of its own section or kernel keys", f"move it to {top}'s recipe"
+                )
+            if top != m.name:
+                if key in owner and owner[key][1] != value:
+                    raise ConfigError(
+                        src,
+                        key,
+                        f"the recipe of {owner[key][0]!r} sets it to {owner[key][1]!r}",
+                        "one paper's recipe holds a kernel key; keep it in one of them",
+                    )
+                owner[key] = (m.name, value)
+            _merge(layer, _nest(key, value), src, {})
+        out.append((src, layer))
+    return out
+
+
+def _lookup(data: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _kernel_default(dotted: str) -> Any:
+    """The schema default of kernel key ``dotted`` (``_MISSING`` when it has none)."""
+    model: type[BaseModel] | None = BaseConfig
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        info = model.model_fields.get(part) if model is not None else None
+        model = _section_model(info.annotation) if info is not None else None
+    info = model.model_fields.get(parts[-1]) if model is not None else None
+    if info is None or info.is_required():
+        return _MISSING
+    return info.get_default(call_default_factory=True)
+
+
+def _leaf_suffixes(annotation: Any) -> list[str]:
+    """``[""]`` for a value field; ``[".a", ".b.c", ...]`` for a section-valued one (its leaves)."""
+    sub = _section_model(annotation)
+    if sub is None:
+        return [""]
+    return [f".{name}{rest}" for name, info in sub.model_fields.items() for rest in _leaf_suffixes(info.annotation)]
+
+
+def _resolve_stage_values(
+    data: dict[str, Any], provenance: dict[str, str], ranks: Mapping[str, int], schema: type[BaseModel]
+) -> None:
+    """The one precedence rule across the two spellings of a stage value (``load_config``): for each
+    mirrored field of each stage section, the kernel key's value replaces the paper's when it was
+    set in a later layer (a paper value from the recipe or the section's defaults is a profile-level
+    value), and a recipe's :data:`~guirl.configbase.PROFILE` takes the kernel key's value."""
+    for name, info in schema.model_fields.items():
+        if name in BaseConfig.model_fields or not isinstance(data.get(name, {}), dict):
+            continue
+        section = _section_model(info.annotation)
+        if section is None:
+            continue
+        for path, cls in _stage_classes(section, name):
+            node: Any = data
+            for part in path.split("."):
+                if not isinstance(node, dict):
+                    break
+                node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                continue
+            for field in mirrored_fields(cls):
+                whole = _lookup(data, f"{path}.{field}") is PROFILE
+                for suffix in [""] if whole else _leaf_suffixes(cls.model_fields[field].annotation):
+                    pkey, kkey = f"{path}.{field}{suffix}", f"{cls.mirrors}.{field}{suffix}"
+                    rp = -2 if whole else ranks.get(provenance.get(pkey, ""), _PROFILE_RANK)
+                    rk = max(
+                        (ranks.get(src, _PROFILE_RANK) for k, src in provenance.items() if _under(k, kkey)), default=-1
+                    )
+                    if rk <= rp:
+                        continue
+                    value = _lookup(data, kkey)
+                    if value is _MISSING:
+                        value = _kernel_default(kkey)
+                    if value is _MISSING:
+                        raise ConfigError(
+                            provenance.get(pkey, "config"),
+                            pkey,
+                            f"takes the profile's value of {kkey}, which is not set",
+                            f"set {kkey} in the profile",
+                        )
+                    target: dict[str, Any] = data
+                    parts = pkey.split(".")
+                    for part in parts[:-1]:
+                        target = target.setdefault(part, {})
+                    target[parts[-1]] = copy.deepcopy(value)
+                    provenance[pkey] = provenance.get(kkey, f"the default of {kkey}")
+
+
+def _no_profile_left(data: Any, provenance: Mapping[str, str], prefix: str = "") -> None:
+    """A :class:`ConfigError` for a :data:`~guirl.configbase.PROFILE` value on a key that mirrors no
+    kernel key (a recipe may say so only of a stage value)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _no_profile_left(value, provenance, f"{prefix}{key}.")
+    elif data is PROFILE:
+        key = prefix[:-1]
+        raise ConfigError(
+            _source_of(key, provenance, "config"),
+            key,
+            "PROFILE (the profile's value) on a key that mirrors no kernel key",
+            "give the value itself; PROFILE is for a field of a stage section",
+        )
+
+
+def _under(key: str, prefix: str) -> bool:
+    """``key`` is ``prefix`` or a key inside it (``eval.online_sampling.temperature`` under ``eval.online_sampling``)."""
+    return key == prefix or key.startswith(prefix + ".")
+
+
+def _derived_keys(schema: type[BaseModel], notebook: str) -> dict[str, str]:
+    """``{key: what sets it}`` that ``notebook`` sets per stage (``Method.derived`` of its methods)."""
+    out: dict[str, str] = {}
+    for m in _SCHEMA_METHODS.get(schema, ()):
+        if notebook in m.notebooks:
+            out.update(m.derived)
+    return out
+
+
+def _refuse_derived(
+    schema: type[BaseModel], notebook: str, provenance: Mapping[str, str], ranks: Mapping[str, int]
+) -> None:
+    """A :class:`ConfigError` for an experiment or override that sets a key ``notebook`` sets per
+    stage (an overlay, a budget file shared by every notebook, may: :func:`overlay_keys_not_applied`)."""
+    derived = _derived_keys(schema, notebook)
+    for key, src in provenance.items():
+        rank = ranks.get(src, _PROFILE_RANK)
+        if rank != _EXPERIMENT_RANK and rank < _OVERRIDE_RANK:
+            continue
+        hit = next((d for d in derived if key == d or key.startswith(d + ".")), None)
+        if hit is not None:
+            raise ConfigError(
+                src,
+                hit,
+                f"notebook {notebook} sets it per stage: {derived[hit]}",
+                "remove this setting (it would not reach a stage)",
+            )
+
+
+def overlay_keys_not_applied(
+    notebook: str, overlays: Sequence[str | Path], schema: type[BaseConfig] | None = None
+) -> list[str]:
+    """The keys ``overlays`` set that ``notebook`` sets per stage (``Method.derived``), so their
+    values do not reach its stages: ``["rl.save_steps (configs/overlays/smoke.yaml)", ...]``
+    (the runner writes them into the saved config's header)."""
+    derived = _derived_keys(schema or Config, notebook)
+    out: list[str] = []
+    for overlay in overlays:
+        for src, layer in _read_layers(_layer_path("overlays", overlay), "overlay", ""):
+            for key in flatten(layer):
+                hit = next((d for d in derived if key == d or key.startswith(d + ".")), None)
+                if hit is not None:
+                    out.append(f"{key} ({src}: {derived[hit]})")
+    return out
 
 
 def missing_inputs(cfg: BaseConfig) -> list[str]:
@@ -1078,6 +1363,7 @@ def load_run_config(
     config_path: str | Path | None = None,
     *,
     overlays: Sequence[str | Path] = (),
+    notebook: str | None = None,
 ) -> Config:
     """The configuration a notebook runs with (the notebook contract, ``docs/architecture.md``).
 
@@ -1088,4 +1374,4 @@ def load_run_config(
     """
     if config_path is not None:
         return load_config(Path(config_path))
-    return load_config(profile, experiment, overrides, overlays=overlays)
+    return load_config(profile, experiment, overrides, overlays=overlays, notebook=notebook)

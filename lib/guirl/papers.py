@@ -304,7 +304,7 @@ _NB4 = "notebooks/04_ces_staged_rl.ipynb"
 _NB6 = "notebooks/06_attention_visualization.ipynb"
 _CES_TINY = (
     "MiniGUI's test splits (ours beside the paper's GUI-Odyssey columns), 01's Low executor and tiny Coordinator / "
-    "State Tracker, one training seed, ces.eval_steps steps per split in the tiny profile"
+    "State Tracker, one training seed, ces.eval.max_test_steps steps per split in the tiny profile"
 )
 _NB7 = "notebooks/07_agentcpm_androidlong.ipynb"
 _TINY7 = "MiniGUI and the tiny model in the tiny profile (Qwen2.5-VL, not the paper's backbone); one training seed"
@@ -461,14 +461,14 @@ ARTEFACTS: tuple[Artefact, ...] = (
         "Table 7",
         "hyperparameters",
         "SFT hyper-parameters per data set (AC, GUI-Odyssey, AITW, M2W)",
-        by="configs/profiles/base/paper.yaml (LoRA) and configs/experiments/<data set>.yaml (the per-data-set columns)",
+        by="lib/guirl/methods/ccpo/config.py (CCPO's recipe: LoRA and each data set's column)",
     ),
     _a(
         "CCPO",
         "Table 8",
         "hyperparameters",
         "policy-optimisation hyper-parameters per data set",
-        by="guirl.rl.config defaults (the AndroidControl column) and configs/experiments/<data set>.yaml",
+        by="lib/guirl/methods/ccpo/config.py and methods/semi_online/config.py (each data set's column)",
     ),
     _a("CCPO", "Table 9", "result", "Android Control TM/GR/SR for 1AO-4AO, SFT and CCPO-7B", in_registry=True),
     _a(

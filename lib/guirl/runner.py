@@ -246,7 +246,7 @@ def plan_run(
     override_list = _override_list(overrides)
     if experiment is None:
         experiment = default_experiment(nb)
-    cfg = load_config(profile, experiment, override_list, overlays=overlays)
+    cfg = load_config(profile, experiment, override_list, overlays=overlays, notebook=nb.stem)
     _check_parameters(nb, notebook_parameters(content), params, cfg)
     output = Path(output_path) if output_path is not None else runs_dir(cfg.profile) / nb.name
     output = output.resolve()
@@ -299,11 +299,19 @@ def current_fingerprint(plan: RunPlan, library: str | None = None) -> dict[str, 
 
 
 def _header(plan: RunPlan) -> list[str]:
-    return [
+    from guirl.config import overlay_keys_not_applied
+
+    lines = [
         f"resolved by guirl.runner for {_rel(plan.notebook)}: the notebook loads this file (config_path)",
         f"profile {plan.config.profile}; experiment {plan.experiment or '-'}; "
         f"overlays {', '.join(plan.overlays) or '-'}; overrides {' '.join(plan.overrides) or '-'}",
     ]
+    unused = overlay_keys_not_applied(plan.notebook.stem, plan.overlays)
+    if unused:
+        lines.append(
+            "set per stage by this notebook, so the overlay's value does not reach a stage: " + "; ".join(unused)
+        )
+    return lines
 
 
 def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:

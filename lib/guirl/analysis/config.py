@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from guirl.configbase import Section
+from guirl.configbase import MAX_PIXELS, MAX_RUNS, MAX_SIDE, MAX_STEPS, MAX_TOKENS, Section
 
 __all__ = ["AnalysisConfig"]
 
@@ -42,16 +42,16 @@ class AnalysisConfig(Section):
     AndroidControl-size screens to fit its time budget).
     """
 
-    warmup: int = Field(default=1, ge=0)
-    repeats: int = Field(default=5, ge=1)
+    warmup: int = Field(default=1, ge=0, le=MAX_RUNS)
+    repeats: int = Field(default=5, ge=1, le=MAX_RUNS)
     attention_layers: list[int] | None = None
     tokenizer_path: str | None = None
-    attention_steps: int | None = Field(default=60, ge=1)
+    attention_steps: int | None = Field(default=60, ge=1, le=MAX_STEPS)
     histories: list[str] = Field(default_factory=lambda: ["1AO", "3AO"])
     large_screen: tuple[int, int] = (1080, 2400)  # AndroidControl screenshots (px, width x height)
-    large_screen_max_pixels: int | None = Field(default=None, ge=3136)
-    token_steps: int = Field(default=8, ge=1)
-    latency_tokens: int = Field(default=32, ge=2)
+    large_screen_max_pixels: int | None = Field(default=None, ge=3136, le=MAX_PIXELS)
+    token_steps: int = Field(default=8, ge=1, le=MAX_STEPS)
+    latency_tokens: int = Field(default=32, ge=2, le=MAX_TOKENS)
     architecture_screens: list[Literal["MiniGUI", "AndroidControl"]] = Field(
         default_factory=lambda: ["MiniGUI", "AndroidControl"]
     )
@@ -67,8 +67,8 @@ class AnalysisConfig(Section):
     @field_validator("large_screen")
     @classmethod
     def _positive_screen(cls, value: tuple[int, int]) -> tuple[int, int]:
-        if min(value) <= 0:
-            raise ValueError(f"large_screen is (width, height) px > 0, got {value}")
+        if min(value) <= 0 or max(value) > MAX_SIDE:
+            raise ValueError(f"large_screen is (width, height) px, each in 1..{MAX_SIDE}, got {value}")
         return value
 
     @field_validator("attention_layers")
@@ -76,4 +76,6 @@ class AnalysisConfig(Section):
     def _layers_not_empty(cls, value: list[int] | None) -> list[int] | None:
         if value is not None and not value:
             raise ValueError("an empty list selects no layer; use null for all layers")
+        if value is not None and any(abs(v) > MAX_RUNS for v in value):
+            raise ValueError(f"a layer index is within +-{MAX_RUNS}, got {value}")
         return value

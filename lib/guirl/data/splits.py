@@ -102,6 +102,15 @@ def load_splits(root: str | Path) -> dict[str, Split]:
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != "train", kv[0])))
 
 
+def train_split(root: str | Path) -> Split:
+    """The ``train`` split of the data folder ``root`` (:func:`load_splits`); a ``ValueError``
+    naming the folder and the splits it has when there is none (a stage trains on it)."""
+    splits = load_splits(root)
+    if "train" not in splits:
+        raise ValueError(f"{root}: no 'train' split (found {sorted(splits)}); training reads the train split")
+    return splits["train"]
+
+
 def is_test_split(name: str) -> bool:
     """Whether split ``name`` is test data (every split but :data:`NOT_TEST`)."""
     return name not in NOT_TEST

@@ -13,7 +13,7 @@ This module is imported by every method, so it imports nothing from ``guirl.meth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -30,11 +30,9 @@ class Method:
 
     Attributes:
         name: registry key and the name of the method's config section (``cfg.<name>``).
-        paper: short paper name used in citations (``"CCPO"``, ``"Co-EPG"``, ...).
-        title: the paper's title.
-        reference: arXiv id or venue (``"arXiv 2601.11631"``).
-        paper_file: file name of the paper's full text (the plain-text extraction the project
-            works from; ``docs/papers.md`` says which file is which paper).
+        paper: the short name of the paper it implements, a key of :data:`guirl.papers.PAPERS`
+            (``"CCPO"``, ``"Co-EPG"``, ...), the one registry of the papers' titles, authors,
+            references and text files (``semi_online``: ``"CCPO"``, whose SO-RL baseline it is).
         output_format: the :mod:`guirl.actions.formats` name the policy writes.
         system_prompt: the registered system prompt (:data:`guirl.prompts.PROMPTS`) trained and
             evaluated with (``None``: the paper gives none; CES's role prompts are user turns,
@@ -45,6 +43,16 @@ class Method:
         reward_rules: the matching rule set (:mod:`guirl.matching`) the reward trains with, when
             it differs from the evaluation protocol's (``None``: same as ``eval_protocol``).
         config_section: the pydantic model of ``cfg.<name>`` (``None``: no section yet).
+        recipe: ``recipe(kind, data_source) -> {dotted key: value}``: the method's values for a
+            recipe kind (``paper``, ``tiny``: :data:`guirl.configbase.RECIPE_KINDS`) and data
+            source, from ``methods/<name>/config.py``, each value commented with the paper's table;
+            applied with the profile (:func:`guirl.config.load_config`). Keys of its own section,
+            and kernel keys only for the paper whose values the kernel sections hold (CCPO: 01's
+            SFT and 02's RL). ``None``: the section's defaults on every profile.
+        derived: ``{kernel key: what sets it}``: kernel keys the method's notebooks set per stage
+            from their design (an RL run's role, its history setting), not from a user setting; the
+            runner refuses an experiment file or an ``--override`` that sets one for those notebooks,
+            naming what to set instead.
         hooks: the method's RL **roles**: ``{role: builder}`` with ``builder(cfg, inputs) ->
             RLHooks`` (:data:`guirl.rl.hooks.HookBuilder`; ``inputs`` is a
             :class:`guirl.rl.hooks.HookInputs`: the data folder, the registry entry of
@@ -58,15 +66,14 @@ class Method:
 
     name: str
     paper: str
-    title: str
-    reference: str
-    paper_file: str
     output_format: str
     system_prompt: str | None
     eval_protocol: str | None
     reward: RewardSpec | None = None
     reward_rules: str | None = None
     config_section: type | None = None
+    recipe: Callable[[str, str], Mapping[str, Any]] | None = None
+    derived: Mapping[str, str] = field(default_factory=dict)
     hooks: Mapping[str, HookBuilder] = field(default_factory=dict)
     notebooks: tuple[str, ...] = ()
     summary: str = ""
@@ -83,3 +90,4 @@ class Method:
             if not callable(builder):
                 raise TypeError(f"{where}: the hook builder of role {role!r} is not callable: {builder!r}")
         object.__setattr__(self, "hooks", MappingProxyType(dict(self.hooks)))
+        object.__setattr__(self, "derived", MappingProxyType(dict(self.derived)))

@@ -15,7 +15,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from guirl.configbase import Registered, Section
+from guirl.configbase import (
+    MAX_BATCH,
+    MAX_COEF,
+    MAX_LR,
+    MAX_RUNS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    Registered,
+    Section,
+)
 
 __all__ = ["RLConfig", "LOSS_AGGS"]
 #: :data:`guirl.rl.losses.LOSS_AGG_MODES`, repeated here so the section imports no torch.
@@ -50,32 +60,40 @@ class RLConfig(Section):
         default_factory=lambda: ["1AO", "3AO"], min_length=1
     )  # CCPO A.1.3: 1-3AO histories
     max_steps: int = Field(
-        default=100, ge=1
+        default=100, ge=1, le=MAX_STEPS
     )  # not from the paper: CCPO is silent on a step count (it trains 3 epochs, Table 8)
-    prompts_per_step: int = Field(default=32, ge=1)  # CCPO Table 8 train_batch_size (AC)
-    group_size: int = Field(default=8, ge=1)  # rollouts per prompt (task): CCPO App. A.5 (Table 11 ablates 2-16)
-    max_new_tokens: int = Field(default=128, ge=1)  # CCPO Table 8 max_response_length
-    temperature: float = Field(default=1.0, gt=0)  # verl rollout default
+    prompts_per_step: int = Field(default=32, ge=1, le=MAX_BATCH)  # CCPO Table 8 train_batch_size (AC)
+    group_size: int = Field(
+        default=8, ge=1, le=MAX_BATCH
+    )  # rollouts per prompt (task): CCPO App. A.5 (Table 11 ablates 2-16)
+    max_new_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)  # CCPO Table 8 max_response_length
+    temperature: float = Field(default=1.0, gt=0, le=MAX_TEMPERATURE)  # verl rollout default
     top_p: float = Field(default=1.0, gt=0, le=1)  # verl rollout default
-    learning_rate: float = Field(default=5e-7, gt=0)  # CCPO Table 8 (all parameters)
+    learning_rate: float = Field(default=5e-7, gt=0, le=MAX_LR)  # CCPO Table 8 (all parameters)
     lora: bool = False  # CCPO Table 8 lists no LoRA (verl actor: all parameters); true: an option
-    lora_learning_rate: float = Field(default=1e-5, gt=0)  # not a paper value: lr of rl.lora (adapter from zero)
-    warmup_steps: int = Field(default=0, ge=0)  # verl actor default (no warm-up)
-    weight_decay: float = Field(default=0.01, ge=0)  # verl actor optimiser default
-    max_grad_norm: float = Field(default=1.0, gt=0)  # verl actor grad_clip default
-    beta: float = Field(default=1e-4, ge=0)  # CCPO Table 8 kl_loss_coef (k3 KL in the loss)
-    eps_low: float = Field(default=0.2, ge=0)  # verl clip_ratio_low default
-    eps_high: float = Field(default=0.2, ge=0)  # verl clip_ratio_high default (DAPO uses 0.28)
+    lora_learning_rate: float = Field(
+        default=1e-5, gt=0, le=MAX_LR
+    )  # not a paper value: lr of rl.lora (adapter from zero)
+    warmup_steps: int = Field(default=0, ge=0, le=MAX_STEPS)  # verl actor default (no warm-up)
+    weight_decay: float = Field(default=0.01, ge=0, le=MAX_COEF)  # verl actor optimiser default
+    max_grad_norm: float = Field(default=1.0, gt=0, le=MAX_COEF)  # verl actor grad_clip default
+    beta: float = Field(default=1e-4, ge=0, le=MAX_COEF)  # CCPO Table 8 kl_loss_coef (k3 KL in the loss)
+    eps_low: float = Field(default=0.2, ge=0, le=MAX_COEF)  # verl clip_ratio_low default
+    eps_high: float = Field(default=0.2, ge=0, le=MAX_COEF)  # verl clip_ratio_high default (DAPO uses 0.28)
     advantage: Literal["grpo", "dr_grpo"] = "grpo"
-    adv_eps: float = Field(default=1e-6, gt=0)  # verl GRPO epsilon (TRL uses 1e-4)
+    adv_eps: float = Field(default=1e-6, gt=0, le=1)  # verl GRPO epsilon (TRL uses 1e-4)
     loss_agg: Literal[LOSS_AGGS] = "token-mean"  # type: ignore[valid-type]  # verl default
-    dapo_std_threshold: float | None = Field(default=0.2, ge=0)  # CCPO Table 8 DAPO threshold (AC)
-    max_draws: int = Field(default=4, ge=1)  # not from the paper: CCPO is silent on a cap of DAPO re-draws per step
-    rollout_batch_size: int = Field(default=8, ge=1)  # prompts per generate call (n sequences each)
-    mini_batches: int = Field(default=4, ge=1)  # CCPO Table 8 fixed_num_mini_batches
-    micro_batch_size: int = Field(default=1, ge=1)  # CCPO Table 8 ppo_micro_batch_size_per_gpu
-    save_steps: int = Field(default=50, ge=1)  # not from the paper: CCPO is silent on checkpoint intervals
-    save_total_limit: int = Field(default=2, ge=1)  # checkpoints kept on disk
+    dapo_std_threshold: float | None = Field(default=0.2, ge=0, le=MAX_COEF)  # CCPO Table 8 DAPO threshold (AC)
+    max_draws: int = Field(
+        default=4, ge=1, le=MAX_RUNS
+    )  # not from the paper: CCPO is silent on a cap of DAPO re-draws per step
+    rollout_batch_size: int = Field(default=8, ge=1, le=MAX_BATCH)  # prompts per generate call (n sequences each)
+    mini_batches: int = Field(default=4, ge=1, le=MAX_BATCH)  # CCPO Table 8 fixed_num_mini_batches
+    micro_batch_size: int = Field(default=1, ge=1, le=MAX_BATCH)  # CCPO Table 8 ppo_micro_batch_size_per_gpu
+    save_steps: int = Field(
+        default=50, ge=1, le=MAX_STEPS
+    )  # not from the paper: CCPO is silent on checkpoint intervals
+    save_total_limit: int = Field(default=2, ge=1, le=MAX_STEPS)  # checkpoints kept on disk
 
     @model_validator(mode="after")
     def _clip_range(self) -> RLConfig:

@@ -23,15 +23,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
+from guirl.configbase import RunConfig
 from guirl.rewards.base import RewardResult, RewardSpec
 from guirl.rl.samples import RolloutArgs, Sample
-
-if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
-    from guirl.config import Config
 
 __all__ = [
     "TaskSource",
@@ -92,7 +90,7 @@ class HookInputs:
 
 
 #: ``builder(cfg, inputs) -> RLHooks``: a role's hook builder (``Method.hooks`` values).
-HookBuilder = Callable[["Config", HookInputs], RLHooks]
+HookBuilder = Callable[[RunConfig, HookInputs], RLHooks]
 
 
 def single_turn_rollout(
@@ -200,21 +198,18 @@ def format_reward_hook(
     return reward
 
 
-def single_turn_hooks(cfg: Config, inputs: HookInputs, reward: Callable[..., RewardResult]) -> RLHooks:
+def single_turn_hooks(cfg: RunConfig, inputs: HookInputs, reward: Callable[..., RewardResult]) -> RLHooks:
     """Single-turn GRPO hooks on the ``train`` split of ``inputs.data_dir``: every recorded step
     with the ground-truth history of each ``rl.histories`` setting is one task (one group of
     ``rl.group_size`` sampled completions), parsed with ``sft.output_format`` and scored with
     ``reward(parsed, gt)``; ``rl.advantage`` group advantages, and DAPO dynamic sampling when
     ``rl.dapo_std_threshold`` is set."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.prompts import prompt_spec
     from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
 
     rl, m = cfg.rl, cfg.model
-    splits = load_splits(inputs.data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{inputs.data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(inputs.data_dir)
     specs = [prompt_spec(cfg, tag) for tag in rl.histories]
     tasks = step_tasks(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels

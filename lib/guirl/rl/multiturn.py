@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guirl.actions.types import Action, ParseResult
+from guirl.configbase import RunConfig
 from guirl.data.schema import Episode
 from guirl.imaging import visual_tokens
 from guirl.prompts import PromptSpec
@@ -59,8 +60,6 @@ from guirl.rollout.policy import Completion, derive_seed
 
 if TYPE_CHECKING:
     import torch
-
-    from guirl.config import Config
 
 __all__ = [
     "EpisodeTask",
@@ -420,7 +419,7 @@ def trajectory_dapo_hooks(
 
 
 def semi_online_hooks(
-    cfg: Config,
+    cfg: RunConfig,
     data_dir: str | Path,
     *,
     reward: Callable[..., RewardResult],
@@ -436,16 +435,13 @@ def semi_online_hooks(
     ``semi_online`` section (default ``cfg.semi_online``, else :class:`SemiOnlineConfig`'s
     defaults). DAPO: ``rl.dapo_std_threshold`` (``None``: every group is trained on).
     """
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.prompts import prompt_spec
     from guirl.rl.samples import TaskStream
 
     rl, m = cfg.rl, cfg.model
     so = settings or getattr(cfg, "semi_online", None) or SemiOnlineConfig()
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     specs = [prompt_spec(cfg, tag) for tag in rl.histories]
     tasks = episode_tasks(train.episodes, specs, image_root=train.image_root)
 

@@ -51,7 +51,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator
 
-from guirl.configbase import Section
+from guirl.configbase import MAX_COEF, MAX_STEPS, Section
 from guirl.rl.advantages import group_advantages
 
 __all__ = [
@@ -73,7 +73,7 @@ __all__ = [
 class SemiOnlineConfig(Section):
     """The ``semi_online`` config section: semi-online RL as CCPO runs it (CCPO Table 8, App. A.1.2;
     UI-S1 released scripts where the paper is silent). Defaults are the AndroidControl column; the
-    per-data-set values are in ``configs/experiments/<data set>.yaml``. The DAPO threshold is
+    per-data-set values are the semi_online recipe (``guirl/methods/semi_online/config.py``). The DAPO threshold is
     ``rl.dapo_std_threshold`` and the number of rollouts ``rl.group_size`` (one source each).
 
     ``gamma``: reward discount of the step returns. ``patch_threshold``: patches allowed per
@@ -90,8 +90,10 @@ class SemiOnlineConfig(Section):
     """
 
     gamma: float = Field(default=0.5, ge=0, le=1)  # CCPO Table 8 reward discount (SO RL): AC 0.5; GUI-O, AITW, M2W 0.3
-    patch_threshold: int = Field(default=1, ge=-1)  # CCPO Table 8 patch threshold (SO RL)
-    advantage_weight: float = Field(default=1.0, ge=0)  # CCPO Table 8 "Advantage weight" (UI-S1 step_advantage_w)
+    patch_threshold: int = Field(default=1, ge=-1, le=MAX_STEPS)  # CCPO Table 8 patch threshold (SO RL)
+    advantage_weight: float = Field(
+        default=1.0, ge=0, le=MAX_COEF
+    )  # CCPO Table 8 "Advantage weight" (UI-S1 step_advantage_w)
     advantage_mode: Literal["mean_std_norm", "mean_norm"] = "mean_std_norm"  # UI-S1 train_example.sh (not in CCPO)
     episode_return: Literal["trajectory", "step_reward"] = "trajectory"  # module doc; "step_reward": UI-S1 code
     dapo_select: Literal["top_std", "first"] = "top_std"  # CCPO Algorithm 1 line 26; "first": UI-S1 code

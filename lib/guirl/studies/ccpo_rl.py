@@ -11,8 +11,8 @@
   prompts uncompressed), seconds per RL step, the speedup SO-RL / CCPO, the ratio of prompt
   tokens and the speedup the repository's cost model (:mod:`guirl.analysis.cost`, seconds per
   generated sample against the prompt length) predicts.
-* :func:`reward_rise`, :func:`plot_curves`, :func:`plot_prompt_tokens`: whether RL moved the
-  reward, reward / KL curves, CCPO Figure 9.
+* :func:`plot_curves`, :func:`plot_prompt_tokens`: reward / KL curves, CCPO Figure 9 (whether RL
+  moved the reward: :func:`guirl.studies.shared.stages.reward_rise`).
 * :func:`ablation_table` / :func:`table10` / :func:`rollouts_table`: the Table 5 / 10 / 11 layouts.
 * :func:`reward_curve` / :func:`plot_reward_curve`: CCPO Figure 6; :func:`roi_samples` /
   :func:`plot_rois`: progressive rollouts of a policy on a few training episodes and the history
@@ -54,7 +54,6 @@ __all__ = [
     "ablation_table",
     "rollouts_table",
     "plot_curves",
-    "reward_rise",
     "paired_gains",
     "conclusions",
     "table10",
@@ -357,46 +356,6 @@ def plot_curves(curves: pd.DataFrame, columns: Sequence[str] = ("reward", "kl"))
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def reward_rise(
-    results: Mapping[str, Mapping[str, Any]],
-    names: Sequence[str] | None = None,
-    *,
-    window: int,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Whether RL moved the reward: per stage, mean reward of the last ``window`` steps minus the
-    first ``window`` (``diff``), with a 95% percentile bootstrap interval resampling the steps of
-    each window (``lo`` / ``hi``), ``resolved`` when it excludes 0. Rewards in the method's own
-    units (SO-RL and CCPO rewards differ in scale). Needs ``2 * window`` logged steps."""
-    if window < 1:
-        raise ValueError(f"window={window}: need at least 1 step per window")
-    rng = np.random.default_rng(seed)
-    rows = []
-    for name in names if names is not None else list(results):
-        r = rl_log(results[name])["reward"].to_numpy(float)
-        if len(r) < 2 * window:
-            raise ValueError(f"stage {name}: {len(r)} logged steps, need {2 * window} for window={window}")
-        first, last = r[:window], r[-window:]
-        boot = last[rng.integers(0, window, (n_boot, window))].mean(1) - first[
-            rng.integers(0, window, (n_boot, window))
-        ].mean(1)
-        lo, hi = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
-        rows.append(
-            {
-                "stage": name,
-                "first": float(first.mean()),
-                "last": float(last.mean()),
-                "diff": float(last.mean() - first.mean()),
-                "lo": lo,
-                "hi": hi,
-                "resolved": bool(lo > 0 or hi < 0),
-                "window": window,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 #: Column names of :func:`paired_gains`: the two models and their step SR.

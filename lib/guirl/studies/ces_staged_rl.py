@@ -18,8 +18,10 @@ failure taxonomy of Fig. 5 and the training curves of Fig. 6.
   with parts left out or swapped, one per row of Tables 1-3, per executor.
 * Tables: :func:`table_layout` (Type / GR / SR per test split), :func:`paired_vs` (paired
   differences with 95% intervals), :func:`failure_table` / :func:`failure_paired` (Fig. 5),
-  :func:`temporal_table` (Fig. 2), :func:`online_paired`; figures :func:`plot_rl_curves` (Fig. 6),
-  :func:`plot_temporal`, :func:`plot_failures`.
+  :func:`temporal_table` (Fig. 2); figures :func:`plot_rl_curves` (Fig. 6), :func:`plot_temporal`,
+  :func:`plot_failures`. The stage table, the online paired table and the sentences are
+  :mod:`guirl.studies.shared` (``stages.stage_table``, ``paired.online_paired``,
+  ``paired.conclusions``); 04 evaluates with ``evaluation.paper_eval_config(cfg, "ces")``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from guirl.config import Config
+from guirl.configbase import stage_updates
 from guirl.methods.ces.config import ces_section, is_stage_ref
 from guirl.studies.shared.inputs import base_model_dir, upstream_result
 from guirl.train.launch import SFT_ENTRY, Stage, run_stage, run_stages
@@ -48,9 +51,6 @@ __all__ = [
     "SYSTEMS",
     "System",
     "history",
-    "eval_config",
-    "online_config",
-    "conclusions",
     "model_name",
     "MAIN",
     "SFT_ONLY",
@@ -62,14 +62,12 @@ __all__ = [
     "rl_config",
     "ces_stages",
     "train",
-    "stage_table",
     "agents",
     "table_layout",
     "paired_vs",
     "failure_table",
     "failure_paired",
     "temporal_table",
-    "online_paired",
     "rl_curves",
     "plot_rl_curves",
     "plot_temporal",
@@ -85,23 +83,6 @@ STAGE1 = "stage1_coordinator"
 STAGE2 = "stage2_state_tracker"
 #: The executor 01 trained (the Low executor) and the one trained shorter here: labels in tables.
 MAIN = "main"
-
-
-def eval_config(cfg: Config) -> Config:
-    """The config 04 evaluates with: ``ces.eval_steps`` test steps per split (when set) as the
-    study budget of :func:`guirl.studies.shared.evaluation.evaluation_grid` (``study=True``)."""
-    steps = ces_section(cfg).eval_steps
-    return cfg if steps is None else cfg.replace({"eval.study_max_test_steps": steps})
-
-
-def online_config(cfg: Config) -> Config:
-    """The config of the online long-horizon evaluation: ``ces.online_tasks`` tasks per run and
-    ``ces.online_max_turns`` turns (when set; else ``eval.n_tasks`` / ``eval.max_turns``)."""
-    sec = ces_section(cfg)
-    updates = {
-        k: v for k, v in (("eval.n_tasks", sec.online_tasks), ("eval.max_turns", sec.online_max_turns)) if v is not None
-    }
-    return cfg.replace(updates) if updates else cfg
 
 
 def history(cfg: Config) -> str:
@@ -179,43 +160,27 @@ def write_warmup_records(cfg: Config, data_dir: Path, run_dir: Path) -> dict[str
 
 # ----------------------------------------------------------------------------- stages
 def warmup_config(cfg: Config) -> Config:
-    """The warm-up SFT config (CES Sec. 5.1, App. B.2): ``ces.warmup``'s epochs, learning rate and
-    LoRA rank / alpha (LoRA where the profile enables it), trained by epochs."""
-    w = ces_section(cfg).warmup
-    return cfg.replace(
-        {
-            "sft.learning_rate": w.learning_rate,
-            "sft.epochs": w.epochs,
-            "sft.max_steps": None,
-            "lora.r": w.lora_r,
-            "lora.alpha": w.lora_alpha,
-        }
-    )
+    """The warm-up SFT config (CES Sec. 5.1, App. B.2): the ``ces.warmup`` stage values (epochs,
+    learning rate, trained by epochs) and its ``lora`` (LoRA rank 8, alpha 16 on the paper
+    profiles; the tiny profile trains every parameter)."""
+    return cfg.replace(stage_updates(ces_section(cfg).warmup))
 
 
 def rl_config(cfg: Config, role: str, n_tasks: int) -> Config:
-    """The config of one GRPO stage (``role``: ``coordinator`` or ``state_tracker``) from its
-    ``ces`` column of Table 4 (:class:`guirl.methods.ces.config.CESRoleRL`): ``rl.max_steps`` =
-    ``ceil(epochs x n_tasks / train_batch_size)``; no data filter (GRPO, eq. 12 / 19)."""
-    sec = ces_section(cfg)
-    r = getattr(sec, role)
-    steps = max(1, math.ceil(r.epochs * n_tasks / r.train_batch_size))
+    """The config of one GRPO stage (``role``: ``coordinator`` or ``state_tracker``): the stage values
+    of its ``ces`` column of Table 4 (:class:`guirl.methods.ces.config.CESRoleRL`), ``rl.max_steps``
+    = its ``max_steps`` or ``ceil(epochs x n_tasks / prompts_per_step)``, the role and its reward,
+    the Executor's history setting; checkpoints every ``rl.save_steps`` steps at most."""
+    r = getattr(ces_section(cfg), role)
+    steps = r.max_steps or max(1, math.ceil(r.epochs * n_tasks / r.prompts_per_step))
     updates: dict[str, Any] = {
+        **stage_updates(r),
         "rl.role": f"ces.{role}",
         "rl.reward": None,
         "rl.histories": [history(cfg)],
-        "rl.learning_rate": r.learning_rate,
-        "rl.prompts_per_step": r.train_batch_size,
-        "rl.group_size": r.rollout_n,
-        "rl.eps_low": r.clip_ratio,
-        "rl.eps_high": r.clip_ratio,
-        "rl.max_new_tokens": r.max_response_length,
         "rl.max_steps": steps,
         "rl.save_steps": min(cfg.rl.save_steps, steps),
-        "rl.dapo_std_threshold": None,
     }
-    if r.beta is not None:
-        updates["rl.beta"] = r.beta
     return cfg.replace(updates)
 
 
@@ -295,26 +260,6 @@ def train(stages: Mapping[str, Stage], *, parallel: int = 1, echo: bool = True) 
     for name in (STAGE1, STAGE2):
         out[name] = run_stage(stages[name], echo=echo)
     return out
-
-
-def stage_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per stage: kind, steps, records (SFT) or samples generated / trained (RL), seconds."""
-    rows = []
-    for name, r in results.items():
-        rows.append(
-            {
-                "stage": name,
-                "kind": "rl" if "role" in r else "sft",
-                "role": r.get("role"),
-                "steps": r.get("global_step"),
-                "records": r.get("n_records"),
-                "generated": r.get("samples_generated"),
-                "trained": r.get("samples_trained"),
-                "seconds": r.get("train_seconds"),
-                "resumed_from": r.get("resumed_from"),
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- systems
@@ -433,13 +378,6 @@ def paired_vs(
     t = paired_table(cfg, records, pairs, sr_columns=("A_value", "B_value"), metric=metric)
     t.insert(0, "metric", {"exact": "SR", "type_match": "Type"}.get(metric, metric))
     return t
-
-
-def conclusions(table: pd.DataFrame) -> str:
-    """One sentence per row of :func:`paired_vs`, worded only from its interval."""
-    from guirl.studies.shared.paired import conclusions as worded
-
-    return worded(table).replace("step SR", "step " + str(table["metric"].iloc[0]) if len(table) else "step SR")
 
 
 def _episodes(splits: Mapping[str, Any]) -> dict[str, Any]:
@@ -582,41 +520,12 @@ def temporal_table(
     return out
 
 
-def online_paired(cfg: Config, a: Any, b: Any, label_a: str, label_b: str) -> pd.DataFrame:
-    """Task SR and Subgoal SR of two online evaluations of the same tasks and runs
-    (:class:`~guirl.studies.shared.evaluation.OnlineEvaluation`), and the paired difference ``b - a``
-    (points, 95% two-way bootstrap interval over runs and tasks)."""
-    from guirl.metrics.paired import difference_row, paired_difference, paired_matrix
-
-    rows = []
-    for value, label in (("success", "Task SR"), ("subgoal_rate", "Subgoal SR")):
-        mats = []
-        for ev in (a, b):
-            eps = [{**e, value: float(e[value])} for e in ev.episodes]
-            mats.append(paired_matrix(eps, value=value, seed_key="run", step_keys=("task_id",), name=label))
-        (ma, ra, ta), (mb, rb, tb) = mats
-        if (ra, ta) != (rb, tb):
-            raise ValueError("online_paired: the two evaluations did not play the same runs and tasks")
-        d = paired_difference(ma, mb, n_boot=cfg.eval.bootstrap_samples, seed=cfg.seed)
-        rows.append(
-            {
-                "metric": label,
-                "A": label_a,
-                "B": label_b,
-                "A_value": 100 * ma.mean(),
-                "B_value": 100 * mb.mean(),
-                **difference_row(d),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 # ----------------------------------------------------------------------------- figures
 def rl_curves(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """CES Fig. 6's data: the per-step logs of both GRPO stages, long format ``stage, step,
     variable, value`` (reward, its format / type / param components, KL, entropy, and the
     role's match rate)."""
-    from guirl.studies.shared.rl_runs import rl_log
+    from guirl.studies.shared.stages import rl_curves as curves
 
     keep = (
         "reward",
@@ -628,13 +537,10 @@ def rl_curves(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
         "instruction_match",
         "state_match",
     )
-    frames = []
-    for stage in (STAGE1, STAGE2):
-        df = rl_log(results[stage])
-        cols = [c for c in keep if c in df]
-        long = df[["step", *cols]].melt(id_vars="step", var_name="variable", value_name="value")
-        long.insert(0, "stage", stage)
-        frames.append(long)
+    frames = [
+        curves({stage: results[stage]}, keep).melt(id_vars=["stage", "step"], var_name="variable", value_name="value")
+        for stage in (STAGE1, STAGE2)
+    ]
     return pd.concat(frames, ignore_index=True)
 
 

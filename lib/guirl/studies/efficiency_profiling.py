@@ -714,17 +714,17 @@ def _inference_builder(cfg: Config, records: list[Any] | None = None):
 
 def table13_records(inp: Inputs) -> list[dict[str, Any]]:
     """Prediction records of 02's CCPO model of each ``analysis.histories`` setting on the test
-    steps (``eval.study_max_test_steps`` per split), once with the full history (``"full
+    steps (``ccpo.eval.max_test_steps`` per split, 02's budget), once with the full history (``"full
     history"``) and once with the history cropped by CASC at inference (``"CASC"``)."""
     from guirl.studies.shared import evaluation as ev
 
-    cfg = inp.cfg
+    cfg = ev.paper_eval_config(inp.cfg, "ccpo")
     records: list[dict[str, Any]] = []
     for h in cfg.analysis.histories:
         policy = ev.eval_policy(cfg, inp.rl[("ccpo", h)])
-        records += ev.evaluation_grid(cfg, {"full history": policy}, inp.splits, histories=[h], study=True)
+        records += ev.evaluation_grid(cfg, {"full history": policy}, inp.splits, histories=[h])
         records += ev.evaluation_grid(
-            cfg, {"CASC": policy}, inp.splits, histories=[h], history_builder=_inference_builder(cfg), study=True
+            cfg, {"CASC": policy}, inp.splits, histories=[h], history_builder=_inference_builder(cfg)
         )
     return records
 
@@ -751,7 +751,7 @@ def table13(inp: Inputs, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
             min_pixels=m.min_pixels,
             max_pixels=m.max_pixels,
             image_root=test.image_root,
-            n_steps=cfg.eval.test_steps(study=True),
+            n_steps=cfg.method_section("ccpo").eval.max_test_steps,
             history_builder=_inference_builder(cfg) if side == "CASC" else None,
         )
         for h in cfg.analysis.histories

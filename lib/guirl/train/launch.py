@@ -28,14 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from guirl.configbase import RunConfig
 from guirl.paths import resolve_repo_path
 from guirl.train.procs import FileLock, forget, start_group, stop_all, stop_group
 from guirl.train.sft import RESULT_FILE
-
-if TYPE_CHECKING:  # the resolved run config (top layer); only its attributes are read here
-    from guirl.config import Config
 
 #: The entry module of supervised stages (grounding, sft).
 SFT_ENTRY = "guirl.stages.sft"
@@ -58,7 +56,7 @@ class Stage:
 
     name: str
     entry: str
-    cfg: Config
+    cfg: RunConfig
     inputs: Mapping[str, Path]
     base_model: Path
     output_dir: Path
@@ -172,7 +170,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def stage_env(cfg: Config, parallel: int = 1) -> dict[str, str]:
+def stage_env(cfg: RunConfig, parallel: int = 1) -> dict[str, str]:
     """Environment variables a training subprocess gets from the config: ``OMP_NUM_THREADS`` (torch's
     CPU threads) when ``runtime.threads`` is set; else, when ``parallel`` stages share the machine,
     its :func:`available_cores` divided among them (at least 1); else nothing (the caller's
@@ -378,7 +376,7 @@ def run_stages(
     return [f.result() for f in futures]
 
 
-def planned_steps(cfg: Config, stage: str, entry: str = SFT_ENTRY) -> int | None:
+def planned_steps(cfg: RunConfig, stage: str, entry: str = SFT_ENTRY) -> int | None:
     """The optimizer steps a grounding or SFT stage will train (``max_steps``), ``None`` when
     the config does not fix them (epochs) or the stage is not one of :data:`SFT_ENTRY`'s."""
     if entry != SFT_ENTRY:

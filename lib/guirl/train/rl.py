@@ -69,13 +69,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guirl.configbase import RunConfig
 from guirl.rl.hooks import RLHooks
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
 from guirl.rollout.policy import derive_seed
 
 if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
-    from guirl.config import Config
     from guirl.rl.config import RLConfig
 
 __all__ = [
@@ -290,7 +290,7 @@ def _is_adapter_dir(path: Path) -> bool:
     return (path / "adapter_config.json").is_file()
 
 
-def _load_policy_model(cfg: Config, base_model: Path, output_dir: Path, is_main: bool) -> tuple[Any, Path]:
+def _load_policy_model(cfg: RunConfig, base_model: Path, output_dir: Path, is_main: bool) -> tuple[Any, Path]:
     """The model to train and the full-weight folder it starts from. An SFT result that is a LoRA
     adapter is merged into its base first (saved once to ``output_dir/base_merged``), so RL adds
     a fresh adapter on the SFT model, as "continuing semi-online RL from an SFT model" (CCPO A.1.2)."""
@@ -326,7 +326,7 @@ def _load_policy_model(cfg: Config, base_model: Path, output_dir: Path, is_main:
 # --------------------------------------------------------------------------------------------
 # the engine
 class _Engine:
-    def __init__(self, cfg: Config, hooks: RLHooks, processor: Any, model: Any, ref_model: Any, accelerator) -> None:
+    def __init__(self, cfg: RunConfig, hooks: RLHooks, processor: Any, model: Any, ref_model: Any, accelerator) -> None:
         self.cfg = cfg
         self.rl = cfg.rl
         self.hooks = hooks
@@ -634,7 +634,7 @@ def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks,
 
 
 def train_rl(
-    cfg: Config,
+    cfg: RunConfig,
     hooks: RLHooks,
     *,
     base_model: Path,

@@ -35,12 +35,10 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from guirl.configbase import RunConfig
 from guirl.paths import resolve_repo_path
-
-if TYPE_CHECKING:  # the resolved run config (top layer); kernels only read its attributes
-    from guirl.config import Config
 
 RESULT_FILE = "result.json"
 FINAL_DIR = "final"
@@ -93,12 +91,12 @@ def _mark_complete(before: float):
 
 
 def build_records(
-    cfg: Config, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
+    cfg: RunConfig, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
 ) -> list[dict[str, Any]]:
     """Training records of ``stage`` from a prepared dataset folder (either layout of
     :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
     the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
-    from guirl.data.splits import check_written, load_splits, read_manifest
+    from guirl.data.splits import check_written, read_manifest, train_split
     from guirl.prompts import prompt_spec
     from guirl.train.data import grounding_records, read_jsonl, read_records, sft_records
 
@@ -123,16 +121,13 @@ def build_records(
             system_prompt=cfg.sft.system_prompt,
         )
     specs = [prompt_spec(cfg, tag) for tag in cfg.sft.histories]
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     return sft_records(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
     )
 
 
-def merged_base(cfg: Config, base_model: Path, output_dir: Path) -> Path:
+def merged_base(cfg: RunConfig, base_model: Path, output_dir: Path) -> Path:
     """The full-weight folder a stage starts from: ``base_model`` itself, or, when it is a LoRA
     adapter (a LoRA SFT result that a later stage continues), the adapter merged into its base model,
     saved once to ``output_dir/base_merged`` with the base's processor (the main process writes it,
@@ -164,7 +159,7 @@ def _logging_steps(max_steps: int | None) -> int:
     return 10 if max_steps is None else max(1, min(10, max_steps // 10))
 
 
-def training_args(cfg: Config, stage: str, output_dir: Path):
+def training_args(cfg: RunConfig, stage: str, output_dir: Path):
     """TRL ``SFTConfig`` for a stage; every number comes from the run config."""
     from trl import SFTConfig
 
@@ -213,7 +208,7 @@ def training_args(cfg: Config, stage: str, output_dir: Path):
 
 
 def train(
-    cfg: Config,
+    cfg: RunConfig,
     stage: str,
     data_dir: Path,
     base_model: Path,

@@ -9,21 +9,20 @@ episodes, not steps, so the method has no step protocol."""
 
 from __future__ import annotations
 
-from guirl.methods.androidlong.config import AndroidLongSection
+from guirl.methods.androidlong.config import DERIVED, AndroidLongSection, recipe
 from guirl.methods.androidlong.rl import androidlong_rl_hooks
 from guirl.methods.registry import Method
 
 METHOD = Method(
     name="androidlong",
     paper="AndroidLong",
-    title="AndroidLong: LLM-based Android Agents Struggle with Long Looping Tasks",
-    reference="supplementary material",
-    paper_file="002_f09264aa1c1e4be8.txt",
     output_format="androidlong",
     system_prompt="androidlong",  # AndroidLong App. F.1
     eval_protocol=None,
     reward=None,
     config_section=AndroidLongSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={"androidlong": androidlong_rl_hooks},
     notebooks=("07_agentcpm_androidlong",),
     summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning; online GRPO",

@@ -4,18 +4,17 @@ memory switch (App. C.1, Table 6) and how the section becomes the kernel keys of
 AndroidLong stages (:func:`variant_updates`).
 
 Every default is the paper's value, commented with its place; a value the supplement does not
-give says so (``not a paper value``). ``configs/profiles/base/paper.yaml`` adds the section with
-``androidlong: {}`` (these defaults). Table 7's "Sampling Temperature" row has no value in the
-text (the table is garbled there, ``docs/fidelity/androidlong.md``), so ``rl.temperature`` is
-``null``: the engine's ``rl.temperature`` (verl's rollout default, 1.0) stands unless a run sets
-it. The turn limit of Table 7 (100) is the kernel key ``eval.max_turns`` (100 in the paper
-profiles); the GRPO rollouts use it too.
+give says so (``not a paper value``) or is not a key: Table 7's "Sampling Temperature" row has no
+value in the text (the table is garbled there, ``docs/fidelity/androidlong.md``), so the engine's
+``rl.temperature`` (verl's rollout default, 1.0) applies. The turn limit of Table 7 (100) is the
+kernel key ``eval.max_turns`` (100 in the paper profiles); the GRPO rollouts use it too.
 
-``paper_recipe`` (not a paper value): whether App. C.2 and Table 7 replace the kernel keys of 07's
-AndroidLong stages (the paper profiles) or the profile's own keys train them (the tiny profile's
-07 experiment sets ``false``). ``memory``, ``memory_tokens``, the shape of the GRPO rollouts
-(``rl.n_samples`` episodes per task, ``rl.concurrency`` episodes at once) and the stage lengths
-(``sft.max_steps``, ``rl.max_steps``) apply either way.
+The stage sections (:mod:`guirl.configbase`): ``model`` (Table 7's pixel budget), ``sft`` (App.
+C.2), ``rl`` (Table 7: ``clip_ratio`` is ``eps_low`` / ``eps_high``, ``kl_loss_coef`` ``beta``,
+``n`` samples per task ``group_size``, 256 episodes at once = 32 tasks x 8 ``prompts_per_step``),
+``eval`` (App. C.1: three sampled runs of the same tasks); a kernel key set in a later layer than
+the paper's value wins. :func:`recipe` ``"tiny"`` trains with the tiny profile's own values and
+07's CPU sizes; ``memory`` (set per model by 07) and ``memory_tokens`` apply on every profile.
 
 Values with no counterpart in the engines are not keys (nothing would read them); the fidelity
 audit lists them: the base model GLM-4.1V-9B-Base (this project runs Qwen2.5-VL), App. C.2's cosine
@@ -27,118 +26,135 @@ start inside the app (MiniGUI tasks start from their initial screen, AL-05).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from guirl.configbase import Section
+from guirl import configbase as cb
+from guirl.configbase import LR_SCHEDULERS, PROFILE, RunConfig, Sampling, Section, stage_updates
 
-if TYPE_CHECKING:
-    from guirl.config import Config
+__all__ = [
+    "AndroidLongEval",
+    "AndroidLongModel",
+    "AndroidLongRL",
+    "AndroidLongSFT",
+    "AndroidLongSection",
+    "DERIVED",
+    "recipe",
+    "section",
+    "variant_updates",
+]
 
-__all__ = ["AndroidLongEval", "AndroidLongRL", "AndroidLongSFT", "AndroidLongSection", "section", "variant_updates"]
+
+class AndroidLongModel(Section):
+    """The pixel budget (AndroidLong Table 7): stage values of ``model``."""
+
+    mirrors: ClassVar[str] = "model"
+    min_pixels: int = Field(default=65_536, gt=0, le=cb.MAX_PIXELS)  # AndroidLong Table 7
+    max_pixels: int = Field(default=500_000, gt=0, le=cb.MAX_PIXELS)  # AndroidLong Table 7
 
 
 class AndroidLongSFT(Section):
-    """Cold-start SFT (AndroidLong App. C.2)."""
+    """Cold-start SFT (AndroidLong App. C.2): stage values of ``sft``."""
 
-    epochs: float = Field(default=2, gt=0)  # AndroidLong App. C.2
-    learning_rate: float = Field(default=1e-5, gt=0)  # AndroidLong App. C.2: cosine from 1e-5
-    lr_scheduler_type: Literal["cosine"] = "cosine"  # AndroidLong App. C.2
-    # not a paper value: optimizer steps of each 07 SFT stage; null: App. C.2's epochs (paper recipe) or sft.max_steps
-    max_steps: int | None = Field(default=None, ge=1)
+    mirrors: ClassVar[str] = "sft"
+    epochs: float = Field(default=2, gt=0, le=cb.MAX_EPOCHS)  # AndroidLong App. C.2
+    learning_rate: float = Field(default=1e-5, gt=0, le=cb.MAX_LR)  # AndroidLong App. C.2: cosine from 1e-5
+    lr_scheduler_type: Literal[LR_SCHEDULERS] = "cosine"  # type: ignore[valid-type]  # AndroidLong App. C.2
+    max_steps: int | None = Field(
+        default=None, ge=1, le=cb.MAX_STEPS
+    )  # not a paper value: a step budget (null: epochs)
 
 
 class AndroidLongRL(Section):
-    """GRPO (AndroidLong Table 7)."""
+    """GRPO (AndroidLong Table 7): stage values of ``rl`` and whether the task stream is shuffled."""
 
+    mirrors: ClassVar[str] = "rl"
+    own: ClassVar[tuple[str, ...]] = ("shuffle",)
     shuffle: bool = True  # AndroidLong Table 7: the task stream is shuffled
-    concurrency: int = Field(default=256, ge=1)  # AndroidLong Table 7: episodes rolled out at once
-    learning_rate: float = Field(default=1e-6, gt=0)  # AndroidLong Table 7
-    max_grad_norm: float = Field(default=1.0, gt=0)  # AndroidLong Table 7: gradient clipping
-    clip_ratio: float = Field(default=0.2, ge=0, lt=1)  # AndroidLong Table 7
-    kl_loss_coef: float = Field(default=0.001, ge=0)  # AndroidLong Table 7
-    temperature: float | None = Field(default=None, gt=0)  # AndroidLong Table 7 names it; its value is missing
-    max_new_tokens: int = Field(default=2048, ge=1)  # AndroidLong Table 7
-    n_samples: int = Field(default=8, ge=2)  # AndroidLong Table 7: samples per task (n)
-    max_pixels: int = Field(default=500_000, gt=0)  # AndroidLong Table 7
-    min_pixels: int = Field(default=65_536, gt=0)  # AndroidLong Table 7
-    # not a paper value: RL steps of each 07 GRPO stage; null: rl.max_steps
-    max_steps: int | None = Field(default=None, ge=1)
+    learning_rate: float = Field(default=1e-6, gt=0, le=cb.MAX_LR)  # AndroidLong Table 7
+    max_grad_norm: float = Field(default=1.0, gt=0, le=cb.MAX_COEF)  # AndroidLong Table 7: gradient clipping
+    eps_low: float = Field(default=0.2, ge=0, lt=1)  # AndroidLong Table 7: clip_ratio
+    eps_high: float = Field(default=0.2, ge=0, le=cb.MAX_COEF)  # AndroidLong Table 7: clip_ratio
+    beta: float = Field(default=0.001, ge=0, le=cb.MAX_COEF)  # AndroidLong Table 7: kl_loss_coef
+    max_new_tokens: int = Field(default=2048, ge=1, le=cb.MAX_TOKENS)  # AndroidLong Table 7
+    group_size: int = Field(default=8, ge=2, le=cb.MAX_BATCH)  # AndroidLong Table 7: samples per task (n)
+    prompts_per_step: int = Field(default=32, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: 256 episodes at once / 8
+    mini_batches: int = Field(default=1, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: one PPO epoch, one update
+    max_steps: int = Field(default=100, ge=1, le=cb.MAX_STEPS)  # not a paper value (the paper recipe: rl.max_steps)
 
 
 class AndroidLongEval(Section):
-    """Online evaluation (AndroidLong App. C.1, Table 6)."""
+    """Online evaluation (AndroidLong App. C.1, Table 6): stage values of ``eval``."""
 
-    n_runs: int = Field(default=3, ge=1)  # AndroidLong App. C.1: three independent runs
-    same_tasks: bool = True  # AndroidLong App. C.1: the runs repeat the same tasks
-    do_sample: bool = True  # AndroidLong App. C.1: pass@1 of three samples
+    mirrors: ClassVar[str] = "eval"
+    n_seeds: int = Field(default=3, ge=1, le=cb.MAX_RUNS)  # AndroidLong App. C.1: three independent runs
+    online_same_tasks: bool = True  # AndroidLong App. C.1: the runs repeat the same tasks
+    # AndroidLong App. C.1: pass@1 of three samples (the temperature is not given: 1.0)
+    online_sampling: Sampling = Field(default_factory=lambda: Sampling(do_sample=True, temperature=1.0))
 
 
 class AndroidLongSection(Section):
     """AndroidLong settings (module doc)."""
 
-    # not a paper value: App. C.2 / Table 7 replace the kernel keys of 07's stages (false: the profile's keys)
-    paper_recipe: bool = True
     memory: bool = False  # AndroidLong App. C.1, Table 6: memory written into the chain of thought
     # not a paper value: new tokens a memory step may write on top of eval.max_new_tokens / rl.max_new_tokens
-    memory_tokens: int = Field(default=32, ge=0)
+    memory_tokens: int = Field(default=32, ge=0, le=cb.MAX_TOKENS)
+    model: AndroidLongModel = Field(default_factory=AndroidLongModel)
     sft: AndroidLongSFT = Field(default_factory=AndroidLongSFT)
     rl: AndroidLongRL = Field(default_factory=AndroidLongRL)
     eval: AndroidLongEval = Field(default_factory=AndroidLongEval)
 
 
-def section(cfg: Config) -> AndroidLongSection:
+def section(cfg: RunConfig) -> AndroidLongSection:
     """``cfg.androidlong``; a :class:`guirl.config.ConfigError` saying how to add it when unset."""
     return cfg.method_section("androidlong")  # type: ignore[return-value]
 
 
-def variant_updates(cfg: Config, *, memory: bool) -> dict[str, Any]:
+def variant_updates(cfg: RunConfig, *, memory: bool) -> dict[str, Any]:
     """The ``Config.replace`` updates of one of 07's AndroidLong models (SFT, then GRPO with the role
-    ``androidlong``): ``androidlong.memory``, ``rl.role: androidlong``, the memory's token budget
-    (``memory_tokens`` more for ``eval.max_new_tokens`` and ``rl.max_new_tokens`` with memory), the
-    rollout shape (``rl.group_size`` = ``n_samples``, ``rl.prompts_per_step`` = ``concurrency /
-    n_samples``: 256 episodes at once = 32 tasks x 8) and with ``paper_recipe``: App. C.2
-    (``sft.epochs``, ``sft.learning_rate``, ``sft.lr_scheduler_type``, ``sft.max_steps`` null),
-    Table 7 (``rl.learning_rate``, ``rl.max_grad_norm``, ``rl.eps_low`` = ``rl.eps_high`` =
-    ``clip_ratio``, ``rl.beta`` = ``kl_loss_coef``, ``rl.temperature`` when given,
-    ``rl.max_new_tokens``, ``model.min_pixels`` / ``max_pixels``, one update per step) and App. C.1
-    (``eval.n_seeds`` = ``n_runs``, ``eval.online_same_tasks``, ``eval.online_do_sample``). The
-    section's ``sft.max_steps`` / ``rl.max_steps``, when set, give the stage lengths."""
+    ``androidlong``): ``androidlong.memory``, ``rl.role: androidlong``, the section's stage values
+    (``model``, ``sft``, ``rl``, ``eval``: module doc) and the memory's token budget
+    (``memory_tokens`` more for ``eval.max_new_tokens`` and ``rl.max_new_tokens`` with memory)."""
     sec = section(cfg)
     out: dict[str, Any] = {"androidlong.memory": memory, "rl.role": "androidlong", "rl.reward": None}
-    eval_tokens, rl_tokens = cfg.eval.max_new_tokens, cfg.rl.max_new_tokens
-    if sec.paper_recipe:
-        s, r, e = sec.sft, sec.rl, sec.eval
-        rl_tokens = r.max_new_tokens
-        out.update(
-            {
-                "sft.epochs": s.epochs,
-                "sft.learning_rate": s.learning_rate,
-                "sft.lr_scheduler_type": s.lr_scheduler_type,
-                "sft.max_steps": None,
-                "rl.learning_rate": r.learning_rate,
-                "rl.max_grad_norm": r.max_grad_norm,
-                "rl.eps_low": r.clip_ratio,
-                "rl.eps_high": r.clip_ratio,
-                "rl.beta": r.kl_loss_coef,
-                "rl.mini_batches": 1,
-                "model.min_pixels": r.min_pixels,
-                "model.max_pixels": r.max_pixels,
-                "eval.n_seeds": e.n_runs,
-                "eval.online_same_tasks": e.same_tasks,
-                "eval.online_do_sample": e.do_sample,
-            }
-        )
-        if r.temperature is not None:
-            out["rl.temperature"] = r.temperature
-    out["rl.group_size"] = sec.rl.n_samples
-    out["rl.prompts_per_step"] = max(1, sec.rl.concurrency // sec.rl.n_samples)
+    for part in (sec.model, sec.sft, sec.rl, sec.eval):
+        out.update(stage_updates(part))
     extra = sec.memory_tokens if memory else 0
-    out["eval.max_new_tokens"] = eval_tokens + extra
-    out["rl.max_new_tokens"] = rl_tokens + extra
-    if sec.sft.max_steps is not None:
-        out["sft.max_steps"] = sec.sft.max_steps
-    if sec.rl.max_steps is not None:
-        out["rl.max_steps"] = sec.rl.max_steps
+    out["eval.max_new_tokens"] = cfg.eval.max_new_tokens + extra
+    out["rl.max_new_tokens"] = sec.rl.max_new_tokens + extra
+    return out
+
+
+#: Kernel keys notebook 07 sets per AndroidLong model (``Method.derived``): an experiment or override is refused.
+DERIVED: dict[str, str] = {
+    "androidlong.memory": "07 trains one model without and one with memory",
+    "rl.role": "AndroidLong's GRPO is the androidlong role, AgentCPM-GUI's RFT the generic grpo role",
+    "rl.reward": "AndroidLong's GRPO trains with its Subgoal-SR reward, AgentCPM-GUI's RFT with its own",
+}
+
+
+def recipe(kind: str, data_source: str) -> dict[str, Any]:
+    """AndroidLong's values for a recipe kind: ``paper``: the section's defaults (App. C.1-C.2, Table
+    7), the GRPO length the profile's ``rl.max_steps`` (the supplement gives none); ``tiny``: the tiny
+    profile's own training values and 07's CPU sizes (not paper values)."""
+    if kind != "tiny":
+        return {"androidlong.rl.max_steps": PROFILE}
+    out: dict[str, Any] = {f"androidlong.model.{k}": PROFILE for k in ("min_pixels", "max_pixels")}
+    out.update({f"androidlong.sft.{k}": PROFILE for k in ("epochs", "learning_rate", "lr_scheduler_type")})
+    out.update(
+        {
+            f"androidlong.rl.{k}": PROFILE
+            for k in ("learning_rate", "max_grad_norm", "eps_low", "eps_high", "beta", "max_new_tokens", "mini_batches")
+        }
+    )
+    out.update({f"androidlong.eval.{k}": PROFILE for k in ("n_seeds", "online_same_tasks", "online_sampling")})
+    out.update(
+        {
+            "androidlong.sft.max_steps": 100,  # each of the two SFT stages continuing 01's main agent
+            "androidlong.rl.max_steps": 4,  # online GRPO steps of each model
+            "androidlong.rl.group_size": 4,  # episodes per task (Table 7: 8)
+            "androidlong.rl.prompts_per_step": 2,  # 8 episodes at once: 2 long-loop tasks a step (Table 7: 256)
+        }
+    )
     return out

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guirl.configbase import RunConfig
 from guirl.methods.androidlong.config import section
 from guirl.methods.androidlong.memory import MemoryAgent
 from guirl.rewards.base import RewardResult
@@ -40,7 +41,6 @@ from guirl.rollout.agents import AgentStep, PolicyAgent, Turn
 from guirl.rollout.policy import Completion
 
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.rl.hooks import HookInputs, RLHooks
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
 RL_TASK_SEED_OFFSET = 2000
 
 
-def rl_tasks(cfg: Config, n: int) -> list[Any]:
+def rl_tasks(cfg: RunConfig, n: int) -> list[Any]:
     """``n`` MiniGUI long-loop tasks for GRPO (module doc)."""
     from guirl.env.tasks import generate_tasks
 
@@ -105,7 +105,7 @@ class RecordingAgent:
         return steps
 
 
-def online_rollout(cfg: Config, *, memory: bool):
+def online_rollout(cfg: RunConfig, *, memory: bool):
     """Rollout hook: ``args.group_size`` online MiniGUI episodes per task, every turn a sample (module
     doc). Sample ``info``: ``episode`` (index in the call), ``turn``, ``subgoal_rate``, ``success``,
     ``turns``, ``n_unparsable``."""
@@ -197,7 +197,7 @@ def episode_advantage_hook(estimator: str = "grpo", *, eps: float = 1e-6):
     return advantage
 
 
-def androidlong_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def androidlong_rl_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Engine hooks of AndroidLong's online GRPO (role ``androidlong``; module doc). ``inputs`` is not
     read: the tasks are generated, not recorded."""
     from guirl.rl.hooks import RLHooks

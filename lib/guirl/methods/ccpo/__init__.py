@@ -9,7 +9,7 @@ section is :class:`guirl.methods.ccpo.config.CCPOSection`; its RL role ``ccpo`` 
 
 from __future__ import annotations
 
-from guirl.methods.ccpo.config import CCPOSection
+from guirl.methods.ccpo.config import DERIVED, CCPOSection, recipe
 from guirl.methods.ccpo.reward import CCPOConfig, ccpo_reward
 from guirl.methods.ccpo.rl import ccpo_rl_hooks
 from guirl.methods.registry import Method
@@ -18,9 +18,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="ccpo",
     paper="CCPO",
-    title="Compress to Focus: Efficient Coordinate Compression for Policy Optimization in Multi-Turn GUI Agents",
-    reference="arXiv 2601.11631",
-    paper_file="000_e57e800ca0795f95.txt",
     output_format="ccpo",
     system_prompt="ccpo",
     eval_protocol="ccpo",
@@ -29,6 +26,8 @@ METHOD = Method(
     ),
     reward_rules="ccpo_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CCPOSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={"ccpo": ccpo_rl_hooks},
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",

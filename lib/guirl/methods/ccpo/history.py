@@ -14,18 +14,16 @@ rule), for training and for inference.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from guirl.configbase import RunConfig
 from guirl.methods.ccpo.config import CCPOSection
 from guirl.methods.ccpo.progressive import ProgressiveCASC, ROIRecord, casc_inference_history
-
-if TYPE_CHECKING:
-    from guirl.config import Config
 
 __all__ = ["ccpo_section", "casc_settings", "training_history", "inference_history"]
 
 
-def ccpo_section(cfg: Config) -> CCPOSection:
+def ccpo_section(cfg: RunConfig) -> CCPOSection:
     """``cfg.ccpo``, or the section's defaults when the config leaves it out."""
     section = getattr(cfg, "ccpo", None)
     return section if section is not None else CCPOSection()
@@ -42,7 +40,7 @@ def casc_settings(section: CCPOSection) -> dict[str, Any]:
     }
 
 
-def training_history(cfg: Config, *, keep_records: bool = False) -> ProgressiveCASC | None:
+def training_history(cfg: RunConfig, *, keep_records: bool = False) -> ProgressiveCASC | None:
     """The training history builder of ``cfg`` (``None`` for ``ccpo.compress: none``) at the
     model's pixel budget; ``keep_records`` keeps an :class:`ROIRecord` per cropped screenshot."""
     sec = ccpo_section(cfg)
@@ -59,7 +57,7 @@ def training_history(cfg: Config, *, keep_records: bool = False) -> ProgressiveC
 
 
 def inference_history(
-    cfg: Config,
+    cfg: RunConfig,
     *,
     max_pixels: int | None = None,
     n_history: int | None = None,

@@ -22,19 +22,19 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+from guirl.configbase import RunConfig
 from guirl.methods.ccpo.config import reward_config
 from guirl.methods.ccpo.history import ccpo_section, training_history
 from guirl.methods.ccpo.reward import ccpo_match, ccpo_reward
 
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.rl.hooks import HookInputs, RLHooks
     from guirl.rl.multiturn import Matcher
 
 __all__ = ["ccpo_matcher", "ccpo_rl_hooks"]
 
 
-def ccpo_matcher(cfg: Config) -> Matcher:
+def ccpo_matcher(cfg: RunConfig) -> Matcher:
     """The "matched" rule of CCPO's semi-online loop under ``ccpo.match_rule`` (module doc)."""
     from guirl.rl.multiturn import rules_matcher
     from guirl.rl.semi_online import SemiOnlineConfig
@@ -46,7 +46,7 @@ def ccpo_matcher(cfg: Config) -> Matcher:
     return rules_matcher(so.match_rules)
 
 
-def ccpo_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def ccpo_rl_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Engine hooks of CCPO (role ``ccpo``) on the ``train`` split of ``inputs.data_dir`` (module
     doc); ``inputs.reward``: the registry entry of ``rl.reward`` (``None`` or CCPO's own: the
     ``ccpo`` section's reward)."""

@@ -18,7 +18,7 @@ option (``eval.protocol: ces``)."""
 
 from __future__ import annotations
 
-from guirl.methods.ces.config import CESSection
+from guirl.methods.ces.config import DERIVED, CESSection, recipe
 from guirl.methods.ces.reward import CESConfig, ces_reward
 from guirl.methods.ces.rl import HOOKS
 from guirl.methods.registry import Method
@@ -27,9 +27,6 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="ces",
     paper="CES",
-    title="Training High-Level Schedulers with Execution-Feedback Reinforcement Learning for Long-Horizon GUI Automation",
-    reference="arXiv 2511.22235",
-    paper_file="004_cf203a0f45073600.txt",
     output_format="ces_executor",
     system_prompt=None,
     eval_protocol="ces_paper",  # CES Sec. 5.1 (CES-28/29); "ces": the released evaluator as run
@@ -44,6 +41,8 @@ METHOD = Method(
     ),
     reward_rules="ces_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CESSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks=HOOKS,  # ces.coordinator (stage 1), ces.state_tracker (stage 2)
     notebooks=("04_ces_staged_rl",),
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",

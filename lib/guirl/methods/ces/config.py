@@ -3,8 +3,12 @@ App. B.1-B.2, Table 4), read by the CES roles (:mod:`guirl.methods.ces.rl`), the
 (:mod:`guirl.methods.ces.agent`) and notebook 04 (:mod:`guirl.studies.ces_staged_rl`).
 
 Every default is the paper's value, commented with its place; a value the paper does not give
-says so (``CES is silent``). ``configs/profiles/base/paper.yaml`` adds the section with
-``ces: {}`` (these defaults); the tiny profile sets its own sizes (``configs/profiles/tiny.yaml``).
+says so (``CES is silent``) or is not a key (the kernel's value applies: the KL coefficient, the
+micro-batches). The tiny profile's sizes are :func:`recipe` ``"tiny"``. The stage sections
+(:mod:`guirl.configbase`): ``warmup`` (``sft``) with its ``lora``, ``coordinator`` and
+``state_tracker`` (``rl``, one column of Table 4 each), ``eval`` (04's test steps and online
+sizes); a kernel key set in a later layer than the paper's value wins (``--override
+rl.learning_rate=...`` trains both roles at that rate).
 
 Models. The Coordinator starts from the run's ``model.path`` (paper-7b: Qwen2.5-VL-7B, Sec. 5.1;
 tiny: the model 01's agents start from). ``state_tracker_model`` and ``executor_model`` (and the
@@ -20,14 +24,40 @@ not keys: nothing would read them.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from guirl.configbase import Section
+from guirl.configbase import (
+    MAX_BATCH,
+    MAX_COEF,
+    MAX_COUNT,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_RANK,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PROFILE,
+    RunConfig,
+    Section,
+)
 from guirl.methods.ces.reward import CESConfig
 
-__all__ = ["CESRoleRL", "CESSection", "CESWarmup", "ces_section", "is_stage_ref", "STAGE_REF"]
+__all__ = [
+    "CESCoordinatorRL",
+    "CESEval",
+    "CESLora",
+    "CESRoleRL",
+    "CESSection",
+    "CESStateTrackerRL",
+    "CESWarmup",
+    "DERIVED",
+    "STAGE_REF",
+    "ces_section",
+    "is_stage_ref",
+    "recipe",
+]
 
 _REWARD = CESConfig()  # the reward's defaults (CES Sec. 5.1, eq. 22, 25) are the one source of these values
 #: A model source naming another notebook's stage (``01_sft/sft_low``).
@@ -40,42 +70,73 @@ def is_stage_ref(source: str) -> bool:
 
 
 class CESRoleRL(Section):
-    """GRPO of one trained role (CES Table 4, one column per role). The stage's ``rl`` keys come
-    from here: ``learning_rate``, ``train_batch_size`` -> ``rl.prompts_per_step``, ``rollout_n``
-    -> ``rl.group_size``, ``clip_ratio`` -> ``rl.eps_low`` / ``eps_high``, ``max_response_length``
-    -> ``rl.max_new_tokens`` (also the role's generation budget in the loop), ``beta`` ->
-    ``rl.beta`` (``null``: the profile's), and ``epochs`` over the task pool -> ``rl.max_steps``."""
+    """GRPO of one trained role (CES Table 4, one column per role): stage values of ``rl``
+    (Table 4's ``train_batch_size`` is ``prompts_per_step``, ``rollout_n`` ``group_size``,
+    ``clip_ratio`` ``eps_low`` / ``eps_high``, ``max_response_length`` ``max_new_tokens``, also the
+    role's generation budget in the loop) and ``epochs`` over the task pool, which give
+    ``rl.max_steps`` unless ``max_steps`` is set."""
 
-    learning_rate: float = Field(default=1e-6, gt=0)  # CES Table 4: lr (both roles)
-    epochs: float = Field(gt=0)  # CES Table 4: 10 (Coordinator) / 5 (State Tracker)
-    train_batch_size: int = Field(default=32, ge=1)  # CES Table 4
-    clip_ratio: float = Field(default=0.2, ge=0, lt=1)  # CES Table 4
-    rollout_n: int = Field(default=4, ge=2)  # CES Table 4: candidates per group
-    max_response_length: int = Field(ge=1)  # CES Table 4: 256 (Coordinator) / 512 (State Tracker)
-    beta: float | None = Field(default=None, ge=0)  # CES is silent on the KL coefficient of eq. 4
+    mirrors: ClassVar[str] = "rl"
+    own: ClassVar[tuple[str, ...]] = ("epochs",)
+    learning_rate: float = Field(default=1e-6, gt=0, le=MAX_LR)  # CES Table 4: lr (both roles)
+    epochs: float = Field(default=10, gt=0, le=MAX_EPOCHS)  # CES Table 4: 10 (Coordinator) / 5 (State Tracker)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # not a paper value: a step budget (null: epochs)
+    prompts_per_step: int = Field(default=32, ge=1, le=MAX_BATCH)  # CES Table 4: train_batch_size
+    group_size: int = Field(default=4, ge=2, le=MAX_BATCH)  # CES Table 4: rollout_n, candidates per group
+    eps_low: float = Field(default=0.2, ge=0, lt=1)  # CES Table 4: clip_ratio
+    eps_high: float = Field(default=0.2, ge=0, le=MAX_COEF)  # CES Table 4: clip_ratio
+    max_new_tokens: int = Field(default=256, ge=1, le=MAX_TOKENS)  # CES Table 4: max_response_length
+    dapo_std_threshold: float | None = Field(default=None, ge=0, le=MAX_COEF)  # CES eqs. 12 / 19: plain GRPO
 
 
-def _coordinator() -> CESRoleRL:
-    return CESRoleRL(epochs=10, max_response_length=256)  # CES Table 4, Coordinator column
+class CESCoordinatorRL(CESRoleRL):
+    """Stage 1: the Coordinator (CES Table 4, Coordinator column)."""
+
+    epochs: float = Field(default=10, gt=0, le=MAX_EPOCHS)  # CES Table 4
+    max_new_tokens: int = Field(default=256, ge=1, le=MAX_TOKENS)  # CES Table 4: max_response_length
 
 
-def _state_tracker() -> CESRoleRL:
-    return CESRoleRL(epochs=5, max_response_length=512)  # CES Table 4, State Tracker column
+class CESStateTrackerRL(CESRoleRL):
+    """Stage 2: the State Tracker (CES Table 4, State Tracker column)."""
+
+    epochs: float = Field(default=5, gt=0, le=MAX_EPOCHS)  # CES Table 4
+    max_new_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)  # CES Table 4: max_response_length
+
+
+class CESLora(Section):
+    """The warm-up's adapter (CES App. B.2): stage values of ``lora``."""
+
+    mirrors: ClassVar[str] = "lora"
+    enabled: bool = True  # CES App. B.2: "We used LoRA for fine-tuning"
+    r: int = Field(default=8, ge=1, le=MAX_RANK)  # CES App. B.2: LoRA rank 8
+    alpha: float = Field(default=16, gt=0, le=MAX_COEF)  # CES App. B.2: LoRA alpha 16
 
 
 class CESWarmup(Section):
-    """Warm-up SFT of both roles (CES Sec. 5.1, App. B.1-B.2), as ``records`` stages: ``epochs``
-    and ``learning_rate`` become ``sft.epochs`` / ``sft.learning_rate`` (``sft.max_steps`` cleared),
-    ``lora_r`` / ``lora_alpha`` ``lora.r`` / ``lora.alpha`` (LoRA where the profile enables it)."""
+    """Warm-up SFT of both roles (CES Sec. 5.1, App. B.1-B.2), as ``records`` stages: stage values
+    of ``sft`` (trained by epochs), its ``lora``, and the data: ``samples`` training steps, the
+    Coordinator's ``think``."""
 
-    epochs: float = Field(default=1, gt=0)  # CES Sec. 5.1 / App. B.2: one epoch
-    learning_rate: float = Field(default=5e-5, gt=0)  # CES Sec. 5.1 / App. B.2
-    lora_r: int = Field(default=8, ge=1)  # CES App. B.2: LoRA rank 8
-    lora_alpha: float = Field(default=16, gt=0)  # CES App. B.2: LoRA alpha 16
-    samples: int = Field(default=1000, ge=1)  # CES App. B.1: 1K GUI-Odyssey steps
+    mirrors: ClassVar[str] = "sft"
+    own: ClassVar[tuple[str, ...]] = ("lora", "samples", "think")
+    epochs: float = Field(default=1, gt=0, le=MAX_EPOCHS)  # CES Sec. 5.1 / App. B.2: one epoch
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # trained by epochs
+    learning_rate: float = Field(default=5e-5, gt=0, le=MAX_LR)  # CES Sec. 5.1 / App. B.2
+    lora: CESLora = Field(default_factory=CESLora)
+    samples: int = Field(default=1000, ge=1, le=MAX_COUNT)  # CES App. B.1: 1K GUI-Odyssey steps
     think: Literal["description_intention", "intention"] = (
         "description_intention"  # CES App. B.1: description.intention
     )
+
+
+class CESEval(Section):
+    """04's evaluation sizes (stage values of ``eval``; CES is silent on them: its tables score whole
+    test sets and it evaluates offline only, so the paper recipe takes the profile's values)."""
+
+    mirrors: ClassVar[str] = "eval"
+    max_test_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # test steps per split (null: all)
+    n_tasks: int = Field(default=100, ge=1, le=MAX_COUNT)  # online long-horizon tasks per run
+    max_turns: int = Field(default=100, ge=1, le=MAX_TURNS)  # turn limit of an online episode
 
 
 class CESSection(Section):
@@ -90,35 +151,32 @@ class CESSection(Section):
     table2_executors: list[str] = Field(  # CES Table 2: the other Executors CES is plugged into
         default_factory=lambda: ["checkpoints/UI-R1-3B", "checkpoints/GUI-Owl-7B", "checkpoints/GUI-Owl-32B"]
     )
-    weak_executor_steps: int | None = Field(default=None, ge=1)  # not a paper value: a shorter-trained Low executor
+    weak_executor_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # not a paper value: a shorter executor
     warmup: CESWarmup = Field(default_factory=CESWarmup)
-    rl_pool: int = Field(default=3000, ge=1)  # CES App. B.1: 3K GUI-Odyssey steps for RL
-    coordinator: CESRoleRL = Field(default_factory=_coordinator)  # stage 1
-    state_tracker: CESRoleRL = Field(default_factory=_state_tracker)  # stage 2
-    alpha1: float = Field(default=_REWARD.alpha1, ge=0)  # CES Sec. 5.1 / App. B.2: 0.1, format weight (eq. 21)
-    alpha2: float = Field(default=_REWARD.alpha2, ge=0)  # CES Sec. 5.1 / App. B.2: 0.9, executor-reward weight
-    gamma1: float = Field(default=_REWARD.gamma1, ge=0)  # CES Sec. 5.1 / App. B.2: 0.2, type weight (eq. 23)
-    gamma2: float = Field(default=_REWARD.gamma2, ge=0)  # CES Sec. 5.1 / App. B.2: 0.8, parameter weight
+    rl_pool: int = Field(default=3000, ge=1, le=MAX_COUNT)  # CES App. B.1: 3K GUI-Odyssey steps for RL
+    coordinator: CESCoordinatorRL = Field(default_factory=CESCoordinatorRL)  # stage 1
+    state_tracker: CESStateTrackerRL = Field(default_factory=CESStateTrackerRL)  # stage 2
+    alpha1: float = Field(default=_REWARD.alpha1, ge=0, le=MAX_COEF)  # CES Sec. 5.1 / App. B.2: 0.1, format weight
+    alpha2: float = Field(default=_REWARD.alpha2, ge=0, le=MAX_COEF)  # CES Sec. 5.1 / App. B.2: 0.9, executor reward
+    gamma1: float = Field(default=_REWARD.gamma1, ge=0, le=MAX_COEF)  # CES Sec. 5.1 / App. B.2: 0.2, type weight
+    gamma2: float = Field(default=_REWARD.gamma2, ge=0, le=MAX_COEF)  # CES Sec. 5.1 / App. B.2: 0.8, parameter weight
     reward_rules: Literal["ces_reward", "ces_reward_code"] = _REWARD.rules  # CES eq. 25 ("_code": released code)
     format_from: Literal["agent", "executor"] = _REWARD.format_from  # CES eq. 22: the trained agent's output
-    # Notebook 04's evaluation sizes (not paper values; null: the eval section's):
-    eval_steps: int | None = Field(default=None, ge=1)  # test steps per split (null: eval.study_max_test_steps)
+    eval: CESEval = Field(default_factory=CESEval)  # 04's evaluation sizes
     # the MiniGUI task categories of the online long-horizon evaluation (CES evaluates offline only)
     online_categories: list[Literal["long_loop", "cross_app", "compound"]] = Field(
         default_factory=lambda: ["long_loop", "cross_app"], min_length=1
     )
-    online_tasks: int | None = Field(default=None, ge=1)  # online tasks per run (null: eval.n_tasks)
-    online_max_turns: int | None = Field(default=None, ge=1)  # turn limit (null: eval.max_turns)
     temporal_gaps: list[int] = Field(
         default_factory=lambda: [1, 2, 4, 8], min_length=1
     )  # Fig. 2's x axis (no numbers in the text)
-    temporal_pairs: int = Field(default=50, ge=1)  # screenshot pairs per gap (Fig. 2; CES is silent)
+    temporal_pairs: int = Field(default=50, ge=1, le=MAX_COUNT)  # screenshot pairs per gap (Fig. 2; CES is silent)
 
     @field_validator("temporal_gaps")
     @classmethod
     def _positive_gaps(cls, v: list[int]) -> list[int]:
-        if any(g < 1 for g in v):
-            raise ValueError("a step gap is at least 1")
+        if any(g < 1 or g > MAX_STEPS for g in v):
+            raise ValueError(f"a step gap is at least 1 and at most {MAX_STEPS}")
         return v
 
     @field_validator("table2_executors")
@@ -140,7 +198,48 @@ class CESSection(Section):
         )
 
 
-def ces_section(cfg) -> CESSection:
+def ces_section(cfg: RunConfig) -> CESSection:
     """``cfg.ces``; the config's own error saying how to add it when the profile leaves it out
     (``Config.method_section``): CES's stages and loop need its models and sizes."""
     return cfg.method_section("ces")
+
+
+#: Kernel keys notebook 04 sets per stage (``Method.derived``): an experiment or override of one is refused.
+DERIVED: dict[str, str] = {
+    "rl.role": "stage 1 trains ces.coordinator, stage 2 ces.state_tracker",
+    "rl.reward": "each role trains with CES's execution-feedback reward (the ces section's weights)",
+    "rl.histories": "the roles train at the Executor's history setting, the first of eval.histories",
+}
+
+
+def recipe(kind: str, data_source: str) -> dict[str, Any]:
+    """CES's values for a recipe kind. ``paper``: the section's defaults, with 04's evaluation sizes
+    the profile's (CES is silent on them). ``tiny``: 04 sized for 2 CPU cores (750 s; README:
+    notebook times); not paper values."""
+    if kind != "tiny":
+        return {"ces.eval.max_test_steps": PROFILE, "ces.eval.n_tasks": PROFILE, "ces.eval.max_turns": PROFILE}
+    return {
+        "ces.state_tracker_model": "tiny",  # the offline tiny Qwen3 (guirl.models.build_tiny_text_model); CES: Qwen3-4B
+        "ces.executor_model": "01_sft/sft_low",  # 01's Low executor (goal + step instruction); CES Sec. 5.1: GUI-R1-7B
+        "ces.executor_prompt": "step_instruction",  # the Coordinator's instruction fills the step-instruction slot
+        "ces.tracker_input": "instruction_and_output",  # the tiny Executor writes no thought (CES's restates it)
+        "ces.table2_executors": [],  # CES Table 2's checkpoints are not here; the second executor is trained in 04:
+        "ces.weak_executor_steps": 70,  # 01's Low-executor recipe for 70 of its 280 steps (Table 2's weaker executor)
+        "ces.warmup.learning_rate": 2e-3,  # full-parameter SFT of the tiny models (as sft.executor); CES: 5e-5, LoRA
+        "ces.warmup.lora.enabled": PROFILE,  # the tiny profile trains every parameter (random-init models)
+        "ces.warmup.samples": 480,  # training steps (60 SFT steps of 8); CES App. B.1: 1K
+        "ces.warmup.think": "intention",  # the intention only (half the tokens); CES: description.intention
+        "ces.rl_pool": 64,  # RL tasks; CES App. B.1: 3K
+        "ces.coordinator.learning_rate": PROFILE,  # the tiny profile's rl.learning_rate (CES Table 4: 1e-6)
+        "ces.coordinator.epochs": 0.5,  # stage 1: 0.5 x 64 / 4 = 8 GRPO steps of 4 tasks x 4 instructions
+        "ces.coordinator.prompts_per_step": 4,
+        "ces.coordinator.max_new_tokens": 40,  # instruction + intention (95th percentile 42 tiny-BPE tokens, tags)
+        "ces.state_tracker.learning_rate": PROFILE,
+        "ces.state_tracker.epochs": 0.5,  # stage 2: 8 GRPO steps of 4 tasks x 4 states
+        "ces.state_tracker.prompts_per_step": 4,
+        "ces.state_tracker.max_new_tokens": 48,  # a MiniGUI task state in tags (95th percentile 52 tokens)
+        "ces.eval.max_test_steps": 30,  # test steps per split for the 8 evaluated systems
+        "ces.eval.n_tasks": 6,  # long-horizon tasks (long_loop, cross_app taking turns), the same in each run
+        "ces.eval.max_turns": 16,
+        "ces.temporal_pairs": 20,  # screenshot pairs per gap (Figure 2)
+    }

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guirl.configbase import RunConfig
 from guirl.methods.ces.agent import ExecutorPrompting
 from guirl.methods.ces.config import ces_section
 from guirl.methods.ces.data import sample_steps, state_after, state_before
@@ -45,7 +46,6 @@ from guirl.methods.ces.roles import (
 )
 
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.data.schema import Episode
     from guirl.rl.hooks import HookInputs, RLHooks
 
@@ -70,7 +70,7 @@ def _same(a: str | None, b: str | None) -> bool:
     return " ".join((a or "").lower().split()) == " ".join((b or "").lower().split())
 
 
-def executor_prompting(cfg: Config, history: str) -> ExecutorPrompting:
+def executor_prompting(cfg: RunConfig, history: str) -> ExecutorPrompting:
     """How the run's frozen Executor is prompted (``ces.executor_prompt``): App. C's prompt, or the
     run's own prompt setting at ``history`` (e.g. ``"1AO"``) with the step instruction on
     (``sft.output_format``, ``sft.system_prompt``: 01's Low executor on the tiny profile)."""
@@ -83,14 +83,14 @@ def executor_prompting(cfg: Config, history: str) -> ExecutorPrompting:
     return ExecutorPrompting("step_instruction", m.min_pixels, m.max_pixels, spec)
 
 
-def role_policy_budget(cfg: Config, role: str) -> int:
+def role_policy_budget(cfg: RunConfig, role: str) -> int:
     """Generation budget of a role in the loop: the Executor's ``eval.max_new_tokens``, the
-    Coordinator's / State Tracker's ``max_response_length`` (CES Table 4)."""
+    Coordinator's / State Tracker's ``max_new_tokens`` (CES Table 4's max_response_length)."""
     sec = ces_section(cfg)
     return {
         "executor": cfg.eval.max_new_tokens,
-        "coordinator": sec.coordinator.max_response_length,
-        "state_tracker": sec.state_tracker.max_response_length,
+        "coordinator": sec.coordinator.max_new_tokens,
+        "state_tracker": sec.state_tracker.max_new_tokens,
     }[role]
 
 
@@ -100,7 +100,7 @@ class FrozenPolicy:
     (``runtime.device``; a rank's own GPU under ``accelerate launch``), greedy unless asked, its
     parameters never requiring gradients."""
 
-    def __init__(self, folder: str | Path, cfg: Config, *, max_new_tokens: int, desc: str = "frozen") -> None:
+    def __init__(self, folder: str | Path, cfg: RunConfig, *, max_new_tokens: int, desc: str = "frozen") -> None:
         self.folder, self.cfg, self.max_new_tokens, self.desc = Path(folder), cfg, int(max_new_tokens), desc
         self._policy: Any = None
 
@@ -289,15 +289,12 @@ def _mean_metric(name: str) -> Callable[[Sequence[Mapping[str, Any]], Mapping[st
 
 
 def _train_split(inputs: HookInputs):
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
 
-    splits = load_splits(inputs.data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{inputs.data_dir}: no 'train' split (found {sorted(splits)})")
-    return splits["train"]
+    return train_split(inputs.data_dir)
 
 
-def _hooks(cfg: Config, tasks: list[CESTask], reward: Callable, metric: str) -> RLHooks:
+def _hooks(cfg: RunConfig, tasks: list[CESTask], reward: Callable, metric: str) -> RLHooks:
     from guirl.rl.hooks import RLHooks, single_turn_rollout
     from guirl.rl.samples import TaskStream, dapo_keep_hook, group_advantage_hook
 
@@ -314,7 +311,7 @@ def _hooks(cfg: Config, tasks: list[CESTask], reward: Callable, metric: str) -> 
     )
 
 
-def coordinator_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def coordinator_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Stage 1 (role ``ces.coordinator``, module doc); needs the stage input ``executor``."""
     sec = ces_section(cfg)
     train = _train_split(inputs)
@@ -343,7 +340,7 @@ def coordinator_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
     return _hooks(cfg, tasks, reward, "instruction_match")
 
 
-def state_tracker_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def state_tracker_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Stage 2 (role ``ces.state_tracker``, module doc); needs the stage inputs ``coordinator`` (the
     stage-1 model, frozen) and ``executor``."""
     sec = ces_section(cfg)

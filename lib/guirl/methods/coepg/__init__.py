@@ -13,7 +13,7 @@ Notebook ``03_coepg_iterations`` (``guirl.studies.coepg_iterations``) runs the i
 
 from __future__ import annotations
 
-from guirl.methods.coepg.config import PLANNER_ROLE, CoEPGSection
+from guirl.methods.coepg.config import DERIVED, PLANNER_ROLE, CoEPGSection, recipe
 from guirl.methods.coepg.reward import CoEPGConfig, coepg_reward
 from guirl.methods.coepg.rl import planner_rl_hooks
 from guirl.methods.registry import Method
@@ -22,15 +22,14 @@ from guirl.rewards.base import RewardSpec
 METHOD = Method(
     name="coepg",
     paper="Co-EPG",
-    title="Co-EPG: A Framework for Co-Evolution of Planning and Grounding in Autonomous GUI Agents",
-    reference="AAAI 2026, arXiv 2511.10705",
-    paper_file="001_f0ca38cf3ec0c5b8.txt",
     output_format="coepg_planner",
     system_prompt="coepg",  # Co-EPG Table 12 (system role); the user turn is Table 12 too
     eval_protocol="coepg",
     reward=RewardSpec("coepg", coepg_reward, CoEPGConfig, 0.0, 1.0, "Co-EPG Sec. 4.3 (C-DREM)", extras=("grounding",)),
     reward_rules="coepg_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=CoEPGSection,
+    recipe=recipe,
+    derived=DERIVED,
     hooks={PLANNER_ROLE: planner_rl_hooks},
     notebooks=("03_coepg_iterations",),
     summary="planner GRPO with the C-DREM grounding-ensemble reward; planner and grounder co-evolve",

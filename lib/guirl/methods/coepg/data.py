@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from guirl.actions import Action
 from guirl.actions.formats import get_format
+from guirl.configbase import Sampling
 from guirl.data.schema import Episode
 from guirl.methods.coepg.data_quality import DataSample, plans_per_task, purity
 from guirl.methods.coepg.prompts import (
@@ -168,12 +169,12 @@ def propose_plans(
     min_pixels: int,
     max_pixels: int,
     n: int,
-    temperature: float,
+    sampling: Sampling,
     seed: int | None,
 ) -> list[list[str | None]]:
-    """``n`` sampled plans of ``planner`` (a :class:`~guirl.rollout.Policy`) per step: its prompt with
-    the Table 13 addition (the annotated action, value and target box); ``None`` where the answer
-    holds no plan."""
+    """``n`` plans of ``planner`` (a :class:`~guirl.rollout.Policy`) per step, decoded as ``sampling``
+    says: its prompt with the Table 13 addition (the annotated action, value and target box);
+    ``None`` where the answer holds no plan."""
     from guirl.methods.coepg.agent import read_planner
 
     prompts = []
@@ -183,7 +184,7 @@ def propose_plans(
         extra = enhancement_text(step.action, step.target_box, space)
         hist = history_texts(ref, history_format, min_pixels=min_pixels, max_pixels=max_pixels)
         prompts.append(planner_prompt(settings, ref.episode.instruction, hist, ref.screenshot(), enhancement=extra))
-    outs = planner.complete(prompts, n=n, do_sample=True, temperature=temperature, seed=seed)
+    outs = planner.complete(prompts, n=n, seed=seed, **sampling.kwargs())
     return [[read_planner(c.text).plan for c in comps] for comps in outs]
 
 
@@ -218,7 +219,7 @@ def enhance(
     min_pixels: int,
     max_pixels: int,
     n: int,
-    temperature: float,
+    sampling: Sampling,
     seed: int,
     verify: Literal["all", "any"] = "all",
     progress: bool = False,
@@ -243,7 +244,7 @@ def enhance(
             min_pixels=min_pixels,
             max_pixels=max_pixels,
             n=n,
-            temperature=temperature,
+            sampling=sampling,
             seed=seed + j,
         )
         del policy

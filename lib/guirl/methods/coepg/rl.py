@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guirl.configbase import RunConfig
+
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.rl.hooks import HookInputs, RLHooks
 
 __all__ = ["GROUNDER_INPUT", "grounder_inputs", "planner_tasks", "cdrem_reward_hook", "planner_rl_hooks"]
@@ -53,21 +54,18 @@ def _ensemble(inputs: HookInputs) -> list[Path]:
     return [Path(inputs.inputs[k]) for k in names]
 
 
-def planner_tasks(cfg: Config, data_dir: Path) -> list[Any]:
+def planner_tasks(cfg: RunConfig, data_dir: Path) -> list[Any]:
     """One :class:`guirl.rl.hooks.StepTask` per training step (module doc): the planner's prompt with
     the ground-truth history, and the columns of the reward (``gt_action``, ``gt_box``,
     ``candidate_boxes``, ``screen_size``, ``screenshot``, ``episode_id``, ``step_id``)."""
-    from guirl.data.splits import load_splits
+    from guirl.data.splits import train_split
     from guirl.methods.coepg.config import coepg_section, pixel_budget
     from guirl.methods.coepg.data import history_texts, training_steps
     from guirl.methods.coepg.prompts import planner_prompt, planner_settings
     from guirl.rl.hooks import StepTask
 
     sec = coepg_section(cfg)
-    splits = load_splits(data_dir)
-    if "train" not in splits:
-        raise ValueError(f"{data_dir}: no 'train' split (found {sorted(splits)})")
-    train = splits["train"]
+    train = train_split(data_dir)
     lo, hi = pixel_budget(cfg)
     settings = planner_settings(cfg)
     out = []
@@ -134,7 +132,7 @@ def cdrem_reward_hook(load_grounders: Any, rcfg: Any):
     return reward
 
 
-def planner_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def planner_rl_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Engine hooks of the planner (role ``coepg.planner``; module doc). ``inputs.reward`` is
     ignored unless it names another reward than Co-EPG's: the planner's reward needs the
     grounders, so a foreign reward is an error."""

@@ -11,6 +11,7 @@ folder holds the UI-S1 reward and the engine hooks (:mod:`.rl`)."""
 from __future__ import annotations
 
 from guirl.methods.registry import Method
+from guirl.methods.semi_online.config import recipe
 from guirl.methods.semi_online.reward import UIS1Config, uis1_reward
 from guirl.methods.semi_online.rl import semi_online_rl_hooks
 from guirl.rewards.base import RewardSpec
@@ -18,10 +19,7 @@ from guirl.rl.semi_online import SemiOnlineConfig
 
 METHOD = Method(
     name="semi_online",
-    paper="UI-S1 (via CCPO)",
-    title="UI-S1: Advancing GUI Automation via Semi-online Reinforcement Learning (the CCPO baseline)",
-    reference="arXiv 2509.11543",
-    paper_file="000_e57e800ca0795f95.txt",
+    paper="CCPO",  # UI-S1 (arXiv 2509.11543) as CCPO runs it: its SO-RL baseline (CCPO Table 8)
     output_format="ccpo",
     system_prompt="ccpo",
     eval_protocol="ccpo",
@@ -30,6 +28,7 @@ METHOD = Method(
     ),
     reward_rules="uis1_reward",  # differs from eval_protocol: docs/metrics.md, "Reward rules vs evaluator"
     config_section=SemiOnlineConfig,  # CCPO Table 8 (shared with ccpo, which reads cfg.semi_online too)
+    recipe=recipe,
     hooks={"semi_online": semi_online_rl_hooks},
     notebooks=("02_ccpo_rl",),
     summary="semi-online RL baseline (UI-S1) with patched rollouts and discounted step returns",

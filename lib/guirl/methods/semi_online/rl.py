@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from guirl.actions.types import ParseResult
+from guirl.configbase import RunConfig
 from guirl.methods.semi_online.reward import UIS1Config, uis1_extract_match, uis1_reward
 from guirl.rewards.base import GroundTruth
 
 if TYPE_CHECKING:
-    from guirl.config import Config
     from guirl.rl.hooks import HookInputs, RLHooks
 
 __all__ = ["uis1_matched", "semi_online_rl_hooks"]
@@ -33,7 +33,7 @@ def uis1_matched(parsed: ParseResult, gt: GroundTruth, cfg: UIS1Config | None = 
     return parsed.ok and uis1_extract_match(parsed.action, gt, cfg or UIS1Config())  # type: ignore[arg-type]
 
 
-def semi_online_rl_hooks(cfg: Config, inputs: HookInputs) -> RLHooks:
+def semi_online_rl_hooks(cfg: RunConfig, inputs: HookInputs) -> RLHooks:
     """Engine hooks of the SO-RL baseline (role ``semi_online``, module doc); ``inputs.reward``: the
     registry entry of ``rl.reward`` (``None``: the UI-S1 reward,
     :func:`guirl.methods.semi_online.reward.uis1_reward`)."""

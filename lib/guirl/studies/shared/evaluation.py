@@ -29,6 +29,7 @@ import pandas as pd
 
 from guirl.actions.types import TEXT_TYPES, ActionType
 from guirl.config import Config
+from guirl.configbase import Sampling, stage_updates
 from guirl.data.schema import Episode
 from guirl.data.splits import Split
 from guirl.metrics.paired import difference_row, paired_difference, paired_matrix
@@ -49,6 +50,7 @@ __all__ = [
     "evaluate_offline",
     "evaluate_online",
     "evaluation_grid",
+    "paper_eval_config",
     "gain_table",
     "online_by_category",
     "online_task_facts",
@@ -201,6 +203,14 @@ def evaluate_offline(
     ]
 
 
+def paper_eval_config(cfg: Config, method: str) -> Config:
+    """The config a paper's notebook evaluates with: the stage values of ``<method>.eval`` (its
+    test-step budget, online sizes and decoding: ``ccpo.eval`` for 02 and 05, ``coepg.eval``,
+    ``ces.eval``, ``agentcpm.eval``) on top of ``cfg``; a kernel ``eval`` key set in a later layer
+    than the paper's value already won when the config was resolved."""
+    return cfg.replace(stage_updates(cfg.method_section(method).eval))
+
+
 def evaluation_grid(
     cfg: Config,
     policies: Mapping[str, Policy | Agent | Callable[[], Policy | Agent]],
@@ -209,7 +219,6 @@ def evaluation_grid(
     histories: Sequence[str] | None = None,
     history_builder: HistoryBuilder | None = None,
     labels: Mapping[str, Any] | None = None,
-    study: bool = False,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Prediction records of every policy x split x history setting (in that nesting order).
@@ -219,8 +228,8 @@ def evaluation_grid(
     at a time). ``histories``
     defaults to ``eval.histories``; each tag's prompt comes from :func:`guirl.prompts.prompt_spec`.
     The protocol, pixel budget and the per-split step cap come from ``cfg`` (``eval.max_test_steps``;
-    ``study``: ``eval.study_max_test_steps``, the budget of notebooks that compare many trained
-    models); ``history_builder`` and ``labels`` are passed to :func:`evaluate_offline`.
+    a paper's notebook evaluates with :func:`paper_eval_config`); ``history_builder`` and ``labels``
+    are passed to :func:`evaluate_offline`.
     """
     from tqdm.auto import tqdm
 
@@ -244,7 +253,7 @@ def evaluation_grid(
                     max_pixels=cfg.model.max_pixels,
                     model_name=name,
                     split=split_name,
-                    max_steps=cfg.eval.test_steps(study=study),
+                    max_steps=cfg.eval.max_test_steps,
                     history_builder=history_builder,
                     labels=labels,
                 )
@@ -469,9 +478,7 @@ def evaluate_online(
     history: str | None = None,
     n_runs: int | None = None,
     same_tasks: bool | None = None,
-    do_sample: bool | None = None,
-    temperature: float | None = None,
-    top_p: float = 1.0,
+    sampling: Sampling | None = None,
     categories: Sequence[str] | None = None,
     progress: bool = True,
 ) -> OnlineEvaluation:
@@ -480,14 +487,13 @@ def evaluate_online(
 
     ``history`` is the tag of the prompt setting (default: the first of ``eval.histories``).
     Tasks come from :func:`online_tasks` (``same_tasks``: the same tasks in every run, so runs
-    differ only by sampling). Decoding is greedy unless ``do_sample``; run ``k`` samples with
-    seed ``derive_seed(cfg.seed, k)``. ``same_tasks`` / ``do_sample`` / ``temperature`` default
-    to ``eval.online_same_tasks`` / ``eval.online_do_sample`` / ``eval.online_temperature``
+    differ only by sampling). Decoding follows ``sampling`` (:class:`guirl.configbase.Sampling`;
+    greedy unless ``do_sample``); a sampled run ``k`` draws with seed ``derive_seed(cfg.seed, k)``.
+    ``same_tasks`` / ``sampling`` default to ``eval.online_same_tasks`` / ``eval.online_sampling``
     (AndroidLong's protocol: the same tasks, sampled, in every run).
     """
     same_tasks = cfg.eval.online_same_tasks if same_tasks is None else same_tasks
-    do_sample = cfg.eval.online_do_sample if do_sample is None else do_sample
-    temperature = cfg.eval.online_temperature if temperature is None else temperature
+    sampling = cfg.eval.online_sampling if sampling is None else sampling
     tag = history or cfg.eval.histories[0]
     spec = prompt_spec(cfg, tag)
     out = OnlineEvaluation(history=tag)
@@ -501,10 +507,8 @@ def evaluate_online(
             max_turns=cfg.eval.max_turns,
             min_pixels=cfg.model.min_pixels,
             max_pixels=cfg.model.max_pixels,
-            do_sample=do_sample,
-            temperature=temperature,
-            top_p=top_p,
-            seed=derive_seed(cfg.seed, k) if do_sample else None,
+            **sampling.kwargs(),
+            seed=derive_seed(cfg.seed, k) if sampling.do_sample else None,
             progress=progress,
         )
         out.runs.append(res)
@@ -632,7 +636,8 @@ def online_by_category(
 def online_caption(cfg: Config) -> str:
     """Caption of an online table: what the mean and std are over (runs, tasks, decoding, turns)."""
     tasks = f"the same {cfg.eval.n_tasks} tasks" if cfg.eval.online_same_tasks else f"{cfg.eval.n_tasks} new tasks each"
-    decoding = f"sampled at temperature {cfg.eval.online_temperature:g}" if cfg.eval.online_do_sample else "greedy"
+    sampling = cfg.eval.online_sampling
+    decoding = f"sampled at temperature {sampling.temperature:g}" if sampling.do_sample else "greedy"
     return (
         f"Online MiniGUI: Task SR and Subgoal SR (%), mean and std over {cfg.eval.n_seeds} runs of {tasks} "
         f"({decoding}), at most {cfg.eval.max_turns} turns"

@@ -6,9 +6,9 @@
   overrides) and :func:`rl_stage` its :class:`~guirl.train.launch.Stage` on top of the SFT result
   of its history setting (one model per setting, as CCPO reports CCPO-3B-1AO and -3AO separately,
   each RL setting continuing from its own SFT model).
-* :func:`run_rl_runs`: train (resume, or reuse) them one after the other; :func:`stage_summary`.
-* :func:`rl_log` / :func:`rl_curves`: per-step logs as data frames (reward / KL curves, prompt
-  tokens of CCPO Figure 9); :func:`rl_policies`: their evaluation policies.
+* :func:`run_rl_runs`: train (resume, or reuse) them one after the other.
+* :func:`rl_log`: the per-step log of a stage as a data frame (reward / KL curves and the stage
+  table are :mod:`guirl.studies.shared.stages`); :func:`rl_policies`: their evaluation policies.
 """
 
 from __future__ import annotations
@@ -32,9 +32,7 @@ __all__ = [
     "rl_stage_config",
     "rl_stage",
     "run_rl_runs",
-    "stage_summary",
     "rl_log",
-    "rl_curves",
     "rl_policies",
 ]
 
@@ -112,24 +110,6 @@ def run_rl_runs(
     return dict(zip((run.name for run in runs), run_stages(stages, parallel=1, echo=echo, progress=True)))
 
 
-def stage_summary(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per RL stage: steps, samples generated and trained, training seconds, and the
-    step it resumed from (``None``: trained from the start in this run or reused finished)."""
-    return pd.DataFrame(
-        [
-            {
-                "stage": name,
-                "steps": r.get("global_step"),
-                "generated": r.get("samples_generated"),
-                "trained": r.get("samples_trained"),
-                "seconds": r.get("train_seconds"),
-                "resumed_from": r.get("resumed_from"),
-            }
-            for name, r in results.items()
-        ]
-    )
-
-
 def rl_log(result: Mapping[str, Any] | str | Path) -> pd.DataFrame:
     """The per-step log of an RL stage (its ``result.json`` content, the stage folder or the log
     file) as a data frame, one row per step (``guirl.train.rl.LOG_FIELDS`` plus the role's)."""
@@ -140,22 +120,6 @@ def rl_log(result: Mapping[str, Any] | str | Path) -> pd.DataFrame:
         if path.is_dir():
             path = path / LOG_FILE
     return pd.DataFrame(read_log(path))
-
-
-def rl_curves(
-    results: Mapping[tuple[str, str], Mapping[str, Any]], columns: Sequence[str] = ("reward", "kl")
-) -> pd.DataFrame:
-    """Long table ``method, history, step, <column>`` of several stages keyed ``(label, history)``
-    (reward / KL curves; ``prompt_tokens`` for CCPO Figure 9)."""
-    frames = []
-    for (method, history), res in results.items():
-        df = rl_log(res)
-        keep = [c for c in columns if c in df]
-        part = df[["step", *keep]].copy()
-        part.insert(0, "history", history)
-        part.insert(0, "method", LABELS.get(method, method))
-        frames.append(part)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["method", "history", "step"])
 
 
 def rl_policies(cfg: Config, runs: Sequence[RLRun], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Notebook 07's stage-level parts (:mod:`guirl.studies.agentcpm_androidlong` imports them)."""

@@ -1,0 +1,1 @@
+"""Notebook 03's stage-level parts (:mod:`guirl.studies.coepg_iterations` imports them)."""
