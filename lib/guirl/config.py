@@ -45,7 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model, model_validator
 
 from guirl.analysis.config import AnalysisConfig
-from guirl.configbase import REGISTRY_KINDS, Registered, Section
+from guirl.configbase import REGISTRY_KINDS, Registered, Section, derived
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 from guirl.rl.config import RLConfig
 
@@ -568,9 +568,11 @@ class BaseConfig(BaseModel):
                 raise ConfigError("replace", key, "the profile cannot be replaced", "load another profile instead")
             _merge(data, _nest(key, value), f"replace {format_override(key, value)}", provenance)
         try:
-            return type(self).model_validate(data)
+            new = type(self).model_validate(data)
         except ValidationError as err:
             raise _to_config_error(err, provenance, "replace", type(self)) from None
+        derived(self, new)  # a recorded config's reads include its derived configs'
+        return new
 
     def to_flat(self) -> dict[str, Any]:
         """``{"seed": 0, "model.path": "tiny", "sft.learning_rate": 0.001, ...}``."""
@@ -595,6 +597,23 @@ class BaseConfig(BaseModel):
         comments = "".join(f"# {line}\n" for text in header for line in str(text).splitlines())
         path.write_text(comments + self.to_yaml(), encoding="utf-8")
         return path
+
+    def rl_sections(self) -> tuple[str, ...]:
+        """The method sections an RL stage of this config reads: the section of ``rl.role``'s
+        method, of ``rl.reward``'s method, and the sections that method's record says its roles
+        also read (``Method.reads``), those this config schema has (what an RL stage's
+        fingerprint covers besides the RL engine's keys: :mod:`guirl.train.stagestate`)."""
+        import guirl.methods
+
+        names = [self.rl.role.split(".", 1)[0], *([self.rl.reward] if self.rl.reward else [])]
+        out: list[str] = []
+        for name in names:
+            if name not in guirl.methods.names():
+                continue
+            for section in (name, *guirl.methods.get(name).reads):
+                if section in type(self).model_fields and section not in BaseConfig.model_fields and section not in out:
+                    out.append(section)
+        return tuple(out)
 
     def method_section(self, name: str) -> Section:
         """``cfg.<name>``, the section of method ``name``; a :class:`ConfigError` saying how to

@@ -18,10 +18,11 @@ schema, so every registered name is selectable and any other value is an error n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Section", "Registered", "REGISTRY_KINDS"]
+__all__ = ["Section", "Registered", "REGISTRY_KINDS", "ConfigReads", "record_reads", "derived"]
 
 #: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
 #: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
@@ -50,3 +51,66 @@ class Registered:
     def __post_init__(self) -> None:
         if self.kind not in REGISTRY_KINDS:
             raise ValueError(f"Registered({self.kind!r}): unknown registry; use one of {', '.join(REGISTRY_KINDS)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Which config keys a process reads (a training stage records its own: guirl.train.launch).
+class ConfigReads:
+    """The dotted config keys read from a recorded config (:func:`record_reads`) and from the
+    configs derived from it with ``Config.replace``: a value read (``"sft.learning_rate"``), or a
+    section read as a whole (``"sft.history_recipes"``, an optional section that is ``None``).
+    Walking into a section (``cfg.sft``) is not a read of its own."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self._objects: list[BaseModel] = []  # kept alive: their ids stay theirs while recorded
+
+    def add(self, obj: BaseModel, prefix: str) -> None:
+        self._objects.append(obj)
+        _RECORDED[id(obj)] = (self, prefix, obj)
+
+    def stop(self) -> set[str]:
+        """Stop recording; returns the keys read."""
+        for obj in self._objects:
+            entry = _RECORDED.get(id(obj))
+            if entry is not None and entry[2] is obj:
+                del _RECORDED[id(obj)]
+        self._objects.clear()
+        return set(self.keys)
+
+
+_RECORDED: dict[int, tuple[ConfigReads, str, BaseModel]] = {}
+
+
+def _recording_getattribute(self: BaseModel, name: str) -> Any:
+    value = object.__getattribute__(self, name)
+    if _RECORDED and name[:1] != "_":
+        entry = _RECORDED.get(id(self))
+        if entry is not None and entry[2] is self and name in type(self).__pydantic_fields__:
+            log, prefix, _ = entry
+            if isinstance(value, BaseModel):
+                if id(value) not in _RECORDED:
+                    log.add(value, f"{prefix}{name}.")
+            else:
+                log.keys.add(prefix + name)
+    return value
+
+
+def record_reads(cfg: BaseModel) -> ConfigReads:
+    """Start recording the keys read from ``cfg`` (and from its sections and the configs derived
+    from it: :func:`derived`); :meth:`ConfigReads.stop` ends it and returns them. Several configs
+    may be recorded at once, each into its own log."""
+    for cls in (Section, type(cfg)):
+        if cls.__dict__.get("__getattribute__") is not _recording_getattribute:
+            cls.__getattribute__ = _recording_getattribute  # type: ignore[method-assign]
+    log = ConfigReads()
+    log.add(cfg, "")
+    return log
+
+
+def derived(source: BaseModel, new: BaseModel) -> None:
+    """``new`` was derived from ``source`` (``Config.replace``): when ``source`` is recorded, the
+    keys read from ``new`` go to the same log."""
+    entry = _RECORDED.get(id(source))
+    if entry is not None and entry[2] is source and entry[1] == "":
+        entry[0].add(new, "")

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from guirl import contenthash
 from guirl.paths import repo_root
 
 #: Injected by the runner into every notebook's ``parameters`` cell.
@@ -101,22 +102,11 @@ def source_digest(nb: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def _library_files(root: Path) -> list[Path]:
-    files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
-    files += [p for p in (root / "assets").rglob("*") if p.is_file()] if (root / "assets").is_dir() else []
-    return sorted(set(files), key=lambda p: p.relative_to(root).as_posix())
-
-
 def library_digest(root: str | Path | None = None) -> str:
     """sha256 (hex) of the library source: every ``*.py`` under ``root`` (default
-    ``lib/guirl``) and its ``assets/``, by relative path and content."""
-    root = Path(root) if root is not None else repo_root() / "lib" / "guirl"
-    h = hashlib.sha256()
-    for path in _library_files(root):
-        h.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
-        h.update(path.read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+    ``lib/guirl``) and its ``assets/``, by relative path and content
+    (:func:`guirl.contenthash.library_digest`)."""
+    return contenthash.library_digest(Path(root) if root is not None else repo_root() / "lib" / "guirl")
 
 
 def check_reads(reads: Mapping[str, Sequence[str]]) -> None:

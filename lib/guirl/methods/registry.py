@@ -53,6 +53,9 @@ class Method:
             selects one in ``guirl.stages.rl``, inside the stage process. Empty: the method trains
             nothing with RL of its own.
         notebooks: the notebooks that run the method.
+        reads: the config sections of other methods that this method's roles and reward read
+            (``ccpo`` reads ``semi_online``'s): they enter the fingerprint of its RL stages
+            (:meth:`guirl.config.BaseConfig.rl_sections`).
         summary: one line for listings.
     """
 
@@ -69,6 +72,7 @@ class Method:
     config_section: type | None = None
     hooks: Mapping[str, HookBuilder] = field(default_factory=dict)
     notebooks: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
     summary: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 
