@@ -33,6 +33,7 @@ import copy
 import difflib
 import hashlib
 import json
+import os
 import re
 import sys
 import types
@@ -595,7 +596,9 @@ class BaseConfig(BaseModel):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         comments = "".join(f"# {line}\n" for text in header for line in str(text).splitlines())
-        path.write_text(comments + self.to_yaml(), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # atomic: a reader sees the old file or the new
+        tmp.write_text(comments + self.to_yaml(), encoding="utf-8")
+        os.replace(tmp, path)
         return path
 
     def rl_sections(self) -> tuple[str, ...]:
@@ -1102,9 +1105,43 @@ def load_run_config(
 
     ``config_path`` given (the runner injects it): exactly that resolved file, which the runner
     validated and saved before the notebook started; ``profile``, ``experiment`` and
-    ``overrides`` are then only a record of how it was resolved. ``config_path`` ``None`` (a
-    notebook opened by hand): the same resolution as :func:`load_config`.
+    ``overrides`` are then only a record of how it was resolved. When the runner recorded in
+    that file the config sections the notebook declares it reads (:func:`sections_header`), the
+    config refuses to give any other section (:func:`guirl.configbase.guard_sections`): the
+    notebook's stamp covers only those. ``config_path`` ``None`` (a notebook opened by hand): the
+    same resolution as :func:`load_config`.
     """
     if config_path is not None:
-        return load_config(Path(config_path))
+        cfg = load_config(Path(config_path))
+        declared = _declared_sections(Path(config_path))
+        if declared is not None:
+            from guirl.configbase import guard_sections
+
+            guard_sections(cfg, declared[1], f"notebook {declared[0]}")
+        return cfg
     return load_config(profile, experiment, overrides, overlays=overlays)
+
+
+#: The header line the runner writes into a notebook's saved config when the notebook declares
+#: the config sections it reads (``metadata.guirl.config``; :mod:`guirl.dag`).
+SECTIONS_HEADER = re.compile(r"^# notebook (\S+) reads config sections: (.*)$")
+
+
+def sections_header(notebook: str, sections: Sequence[str]) -> str:
+    """The header line (without ``# ``) recording that ``notebook`` reads only ``sections``."""
+    return f"notebook {notebook} reads config sections: {', '.join(sections)}"
+
+
+def _declared_sections(path: Path) -> tuple[str, list[str]] | None:
+    """``(notebook, sections)`` from a saved config's header (:func:`sections_header`), or ``None``."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    return None
+                m = SECTIONS_HEADER.match(line.rstrip("\n"))
+                if m:
+                    return m.group(1), [x.strip() for x in m.group(2).split(",") if x.strip()]
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None

@@ -17,12 +17,22 @@ schema, so every registered name is selectable and any other value is an error n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Section", "Registered", "REGISTRY_KINDS", "ConfigReads", "record_reads", "derived"]
+__all__ = [
+    "Section",
+    "Registered",
+    "REGISTRY_KINDS",
+    "ConfigReads",
+    "record_reads",
+    "derived",
+    "UndeclaredSectionError",
+    "guard_sections",
+]
 
 #: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
 #: ``format`` (``guirl.actions.formats.FORMAT_NAMES``), ``protocol``
@@ -80,9 +90,22 @@ class ConfigReads:
 
 
 _RECORDED: dict[int, tuple[ConfigReads, str, BaseModel]] = {}
+_GUARDED: dict[int, tuple[frozenset[str], str, BaseModel]] = {}
+
+
+class UndeclaredSectionError(RuntimeError):
+    """Code read a config section that the notebook running it does not declare it reads
+    (``metadata.guirl.config``): one line naming the section, the notebook and the fix."""
 
 
 def _recording_getattribute(self: BaseModel, name: str) -> Any:
+    if _GUARDED and name[:1] != "_":
+        guard = _GUARDED.get(id(self))
+        if guard is not None and guard[2] is self and name in type(self).__pydantic_fields__ and name not in guard[0]:
+            raise UndeclaredSectionError(
+                f"{guard[1]} reads config section {name!r} but does not declare it; add {name!r} to its "
+                f'metadata {{"guirl": {{"config": [...]}}}} (the sections whose changes rerun it)'
+            )
     value = object.__getattribute__(self, name)
     if _RECORDED and name[:1] != "_":
         entry = _RECORDED.get(id(self))
@@ -96,13 +119,27 @@ def _recording_getattribute(self: BaseModel, name: str) -> Any:
     return value
 
 
+def _install(cls: type) -> None:
+    for c in (Section, cls):
+        if c.__dict__.get("__getattribute__") is not _recording_getattribute:
+            c.__getattribute__ = _recording_getattribute  # type: ignore[method-assign]
+
+
+def guard_sections(cfg: BaseModel, sections: Iterable[str], where: str) -> BaseModel:
+    """Make ``cfg`` (and the configs derived from it: :func:`derived`) refuse to give a top-level
+    key outside ``sections`` (and ``profile``): :class:`UndeclaredSectionError` naming ``where``
+    (the notebook). A notebook's stamp covers only the sections it declares, so reading another
+    one is an error, never a stale reuse. Returns ``cfg``."""
+    _install(type(cfg))
+    _GUARDED[id(cfg)] = (frozenset({"profile", *sections}), where, cfg)
+    return cfg
+
+
 def record_reads(cfg: BaseModel) -> ConfigReads:
     """Start recording the keys read from ``cfg`` (and from its sections and the configs derived
     from it: :func:`derived`); :meth:`ConfigReads.stop` ends it and returns them. Several configs
     may be recorded at once, each into its own log."""
-    for cls in (Section, type(cfg)):
-        if cls.__dict__.get("__getattribute__") is not _recording_getattribute:
-            cls.__getattribute__ = _recording_getattribute  # type: ignore[method-assign]
+    _install(type(cfg))
     log = ConfigReads()
     log.add(cfg, "")
     return log
@@ -114,3 +151,6 @@ def derived(source: BaseModel, new: BaseModel) -> None:
     entry = _RECORDED.get(id(source))
     if entry is not None and entry[2] is source and entry[1] == "":
         entry[0].add(new, "")
+    guard = _GUARDED.get(id(source))
+    if guard is not None and guard[2] is source:
+        _GUARDED[id(new)] = (guard[0], guard[1], new)

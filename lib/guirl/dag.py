@@ -8,7 +8,12 @@ A notebook declares the notebooks whose outputs it reads in its metadata::
 ``runs/<profile>/<notebook>.stamp.json``, holding the run's **fingerprint**:
 
 * ``source``: sha256 of the notebook's code cells (markdown, outputs and metadata do not count);
-* ``config``: the hash of the resolved config it ran with (:meth:`guirl.config.Config.hash`);
+* ``config``: the config it ran with, restricted to the sections it declares it reads
+  (``metadata.guirl.config``, e.g. ``["seed", "model", "data", "sft", "eval", "runtime"]``: a
+  change of ``coepg.iterations`` leaves 01 up to date), one short hash per section
+  (:func:`config_digest`); a notebook that declares none has the hash of the whole config
+  (:meth:`guirl.config.Config.hash`). The runner makes the notebook's config refuse the other
+  sections (:func:`guirl.config.load_run_config`), so a declaration that misses one fails loudly;
 * ``library``: sha256 of the library, ``lib/guirl/**/*.py`` and ``lib/guirl/assets/**``;
 * ``inputs``: for every notebook it reads, the sha256 of that notebook's stamp file (so any
   new run of an upstream notebook, which writes a new stamp, makes its readers stale).
@@ -45,6 +50,8 @@ __all__ = [
     "STAMP_SUFFIX",
     "load_notebook",
     "notebook_reads",
+    "notebook_config",
+    "config_digest",
     "source_digest",
     "library_digest",
     "check_reads",
@@ -88,6 +95,32 @@ def notebook_reads(path: str | Path, nb: Mapping[str, Any] | None = None) -> tup
     if not isinstance(reads, list) or not all(isinstance(r, str) and r for r in reads):
         raise DagError(f"{path}: metadata.{META_KEY}.reads: must be a list of notebook stems (got {reads!r}); {fix}")
     return tuple(reads)
+
+
+def notebook_config(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
+    """The config sections (top-level keys) ``path`` declares it reads (``metadata.guirl.config``);
+    ``None`` when it declares none (then every section counts)."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY)
+    if not isinstance(meta, Mapping) or "config" not in meta:
+        return None
+    sections = meta["config"]
+    if not isinstance(sections, list) or not all(isinstance(s, str) and s for s in sections):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.config: must be a list of config sections (got {sections!r}); "
+            'e.g. {"guirl": {"config": ["seed", "data"]}}'
+        )
+    return tuple(sections)
+
+
+def config_digest(config: Mapping[str, Any], sections: Sequence[str]) -> dict[str, str]:
+    """``{section: short sha256 of its canonical JSON}`` for ``profile`` and each of ``sections``
+    of the resolved config (``Config.to_dict()``); a section the config does not have is ``"-"``."""
+    out = {}
+    for name in sorted({"profile", *sections}):
+        blob = json.dumps(config.get(name), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        out[name] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12] if name in config else "-"
+    return out
 
 
 def source_digest(nb: Mapping[str, Any]) -> str:
@@ -161,7 +194,9 @@ def read_stamp(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def fingerprint(*, source: str, config: str, library: str, inputs: Mapping[str, str | None]) -> dict[str, Any]:
+def fingerprint(
+    *, source: str, config: str | Mapping[str, str], library: str, inputs: Mapping[str, str | None]
+) -> dict[str, Any]:
     """The fingerprint of a run (see the module docstring); ``inputs`` maps each notebook read
     to its stamp digest (``None``: it has no successful run)."""
     return {"source": source, "config": config, "library": library, "inputs": dict(sorted(inputs.items()))}
@@ -175,7 +210,15 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     old = stamp.get("fingerprint")
     if not isinstance(old, Mapping):
         return ["stamp unreadable"]
-    reasons = [f"{part} changed" for part in ("source", "config", "library") if old.get(part) != current[part]]
+    reasons = []
+    for part in ("source", "config", "library"):
+        if old.get(part) == current[part]:
+            continue
+        was, now = old.get(part), current[part]
+        if isinstance(was, Mapping) and isinstance(now, Mapping) and set(was) == set(now):
+            reasons.append(f"{part} changed ({', '.join(k for k in now if was.get(k) != now[k])})")
+        else:
+            reasons.append(f"{part} changed")
     old_inputs = old.get("inputs") or {}
     for up, digest in current["inputs"].items():
         if digest is None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import signal
 import sys
 import threading
@@ -64,6 +65,7 @@ from guirl.config import (
     missing_inputs,
     parse_override,
     parse_scalar,
+    sections_header,
 )
 from guirl.dag import RESERVED_PARAMETERS
 from guirl.paths import configs_dir, figures_dir, notebooks_dir, repo_root, runs_dir
@@ -110,6 +112,7 @@ class RunPlan:
     overlays: tuple[str, ...]
     overrides: tuple[str, ...]
     reads: tuple[str, ...]
+    config_sections: tuple[str, ...] | None = None  # metadata.guirl.config; None: every section
 
     @property
     def stem(self) -> str:
@@ -240,6 +243,7 @@ def plan_run(
     content = dag.load_notebook(nb)
     try:
         reads = dag.notebook_reads(_rel(nb), content)
+        sections = dag.notebook_config(_rel(nb), content)
     except dag.DagError as err:
         raise RunnerError(str(err)) from None
     params = dict(parameters or {})
@@ -248,6 +252,7 @@ def plan_run(
         experiment = default_experiment(nb)
     cfg = load_config(profile, experiment, override_list, overlays=overlays)
     _check_parameters(nb, notebook_parameters(content), params, cfg)
+    _check_sections(nb, sections, cfg)
     output = Path(output_path) if output_path is not None else runs_dir(cfg.profile) / nb.name
     output = output.resolve()
     if output == nb:
@@ -268,8 +273,31 @@ def plan_run(
         **params,
     }
     return RunPlan(
-        nb, output, config_path, cfg, injected, experiment, tuple(map(str, overlays)), tuple(override_list), reads
+        nb,
+        output,
+        config_path,
+        cfg,
+        injected,
+        experiment,
+        tuple(map(str, overlays)),
+        tuple(override_list),
+        reads,
+        sections,
     )
+
+
+def _check_sections(nb_path: Path, sections: Sequence[str] | None, cfg: Config) -> None:
+    """Every section a notebook declares it reads (``metadata.guirl.config``) is a top-level key
+    of the config."""
+    known = list(type(cfg).model_fields)
+    for name in sections or ():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise RunnerError(
+                f"{_rel(nb_path)}: metadata.{dag.META_KEY}.config: {name!r} is not a config section; "
+                f"{hint}sections: {', '.join(known)}"
+            )
 
 
 def _check_kernel(kernel_name: str) -> None:
@@ -290,20 +318,28 @@ def _upstream_stamp(plan: RunPlan, stem: str) -> Path:
 
 def current_fingerprint(plan: RunPlan, library: str | None = None) -> dict[str, Any]:
     """The fingerprint a run of ``plan`` would have now (:func:`guirl.dag.fingerprint`)."""
+    config: str | dict[str, str] = (
+        plan.config.hash()
+        if plan.config_sections is None
+        else dag.config_digest(plan.config.to_dict(), plan.config_sections)
+    )
     return dag.fingerprint(
         source=dag.source_digest(dag.load_notebook(plan.notebook)),
-        config=plan.config.hash(),
+        config=config,
         library=library if library is not None else dag.library_digest(),
         inputs={up: dag.stamp_digest(_upstream_stamp(plan, up)) for up in plan.reads},
     )
 
 
 def _header(plan: RunPlan) -> list[str]:
-    return [
+    lines = [
         f"resolved by guirl.runner for {_rel(plan.notebook)}: the notebook loads this file (config_path)",
         f"profile {plan.config.profile}; experiment {plan.experiment or '-'}; "
         f"overlays {', '.join(plan.overlays) or '-'}; overrides {' '.join(plan.overrides) or '-'}",
     ]
+    if plan.config_sections is not None:  # load_run_config refuses the other sections
+        lines.append(sections_header(plan.stem, plan.config_sections))
+    return lines
 
 
 def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:

@@ -710,6 +710,11 @@ def train_rl(
             "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
         )
     model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
+    from guirl.train.stagestate import check_finite_weights
+
+    check_finite_weights(  # a broken start is named before any step trains on it
+        model.named_parameters(), stage=stage, step=None, hint=f"the base model {base_model} holds them: retrain it"
+    )
     acc.wait_for_everyone()
     ref_model = None
     if rl.lora:

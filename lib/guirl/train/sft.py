@@ -285,6 +285,11 @@ def train(
         vision_attention=m.vision_attention,
     )
     model.train()
+    from guirl.train.stagestate import check_finite_weights
+
+    check_finite_weights(  # a broken start is named before any step trains on it
+        model.named_parameters(), stage=stage, step=None, hint=f"the base model {base_model} holds them: rebuild it"
+    )
     records = build_records(cfg, stage, data_dir, inputs)
     dataset = to_dataset(records)
     peft = None
