@@ -19,10 +19,13 @@ A notebook declares the notebooks whose outputs it reads in its metadata::
   new run of an upstream notebook, which writes a new stamp, makes its readers stale).
 
 The stamp also lists the run's **outputs**: the files it wrote under
-``figures/<profile>/<notebook>/`` (paths relative to ``figures/<profile>``).
+``figures/<profile>/<notebook>/`` (paths relative to ``figures/<profile>``), and its
+**run outputs**: the files it left under ``runs/<profile>/<notebook>/`` (stage results and final
+models; not the intermediate ``checkpoint-*`` folders), which later notebooks read. A stamp whose
+fields have the wrong types is named and its notebook rerun (:func:`stamp_problems`).
 
-A notebook is up to date when its stamp's fingerprint equals the current one and every output it
-lists is still there; otherwise :func:`stale_reasons` and :func:`missing_outputs` say what changed. ``make reproduce`` (``python -m guirl.runner --all``)
+A notebook is up to date when its stamp's fingerprint equals the current one and every output and
+run output it lists is still there; otherwise :func:`stale_reasons` and :func:`missing_outputs` say what changed. ``make reproduce`` (``python -m guirl.runner --all``)
 runs only stale notebooks, in number order; a run that fails or is interrupted leaves no stamp,
 so the next run resumes there. The runner (:mod:`guirl.runner`) does the running; this module
 only reads notebooks and stamps and decides.
@@ -62,6 +65,8 @@ __all__ = [
     "fingerprint",
     "stale_reasons",
     "missing_outputs",
+    "run_outputs",
+    "stamp_problems",
     "written_since",
 ]
 
@@ -210,6 +215,9 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     old = stamp.get("fingerprint")
     if not isinstance(old, Mapping):
         return ["stamp unreadable"]
+    problems = stamp_problems(stamp)
+    if problems:
+        return [f"stamp malformed ({problems[0]}); a new run writes a good one"]
     reasons = []
     for part in ("source", "config", "library"):
         if old.get(part) == current[part]:
@@ -230,11 +238,66 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     return reasons
 
 
-def missing_outputs(stamp: Mapping[str, Any] | None, root: str | Path) -> list[str]:
-    """``["output <path> missing", ...]`` for the outputs a stamp lists (relative to ``root``,
-    ``figures/<profile>``) that are gone; ``[]`` when all are there (or there is no stamp)."""
-    listed = (stamp or {}).get("outputs") or []
+def _problem(value: Any, want: str) -> str | None:
+    checks = {
+        "str": lambda v: isinstance(v, str),
+        "str or mapping of str": lambda v: (
+            isinstance(v, str) or (isinstance(v, Mapping) and all(isinstance(x, str) for x in v.values()))
+        ),
+        "mapping of str or null": lambda v: (
+            isinstance(v, Mapping)
+            and all(isinstance(k, str) and (x is None or isinstance(x, str)) for k, x in v.items())
+        ),
+        "list of str": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    }
+    return None if checks[want](value) else f"expected {want}, got {type(value).__name__}"
+
+
+def stamp_problems(stamp: Mapping[str, Any]) -> list[str]:
+    """``["fingerprint.inputs: expected mapping of str or null, got list", ...]``: the fields of a
+    stamp whose type is wrong (a hand-edited or foreign file); ``[]`` for a well-formed one. A
+    malformed stamp makes its notebook stale (:func:`stale_reasons`), never a crash of the walk."""
+    out = []
+    fp = stamp.get("fingerprint")
+    if not isinstance(fp, Mapping):
+        return [f"fingerprint: expected a mapping, got {type(fp).__name__}"]
+    wanted = {"source": "str", "config": "str or mapping of str", "library": "str", "inputs": "mapping of str or null"}
+    for key, want in wanted.items():
+        bad = _problem(fp.get(key), want)
+        if bad:
+            out.append(f"fingerprint.{key}: {bad}")
+    for key in ("outputs", "run_outputs"):
+        if key in stamp and _problem(stamp[key], "list of str"):
+            out.append(f"{key}: {_problem(stamp[key], 'list of str')}")
+    return out
+
+
+def missing_outputs(stamp: Mapping[str, Any] | None, root: str | Path, key: str = "outputs") -> list[str]:
+    """``["output <path> missing", ...]`` for the outputs a stamp lists under ``key`` (relative to
+    ``root``: ``outputs`` under ``figures/<profile>``, ``run_outputs`` under ``runs/<profile>``)
+    that are gone; ``[]`` when all are there (or there is no stamp, or its list is malformed:
+    :func:`stale_reasons` says so)."""
+    listed = (stamp or {}).get(key) or []
+    if _problem(listed, "list of str"):
+        return []
     return [f"output {rel} missing" for rel in listed if not (Path(root) / rel).is_file()]
+
+
+def run_outputs(folder: str | Path, root: str | Path) -> list[str]:
+    """The files a notebook's run leaves under its ``runs/<profile>/<notebook>/`` folder (its
+    stages' results, final models, records), as sorted paths relative to ``root``
+    (``runs/<profile>``): every file but lock files and the intermediate ``checkpoint-*`` folders.
+    A later walk reruns the notebook when one of them is gone (:func:`missing_outputs`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.suffix != ".lock"
+        and not any(part.startswith("checkpoint-") for part in p.relative_to(folder).parts[:-1])
+    )
 
 
 def written_since(folder: str | Path, since: float, root: str | Path) -> list[str]:
@@ -249,11 +312,18 @@ def written_since(folder: str | Path, since: float, root: str | Path) -> list[st
 
 
 def write_stamp(
-    path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float, outputs: Sequence[str] = ()
+    path: str | Path,
+    fp: Mapping[str, Any],
+    *,
+    notebook: str,
+    wall_time_s: float,
+    outputs: Sequence[str] = (),
+    run_outputs: Sequence[str] = (),
 ) -> Path:
     """Write the stamp of a successful run atomically (a crash leaves the old file or none);
-    ``outputs``: the files it wrote (:func:`missing_outputs`). Inside a SLURM job
-    (``SLURM_JOB_ID`` set) the stamp also records ``slurm_job_id``."""
+    ``outputs``: the files it wrote under ``figures/<profile>`` and ``run_outputs`` those it left
+    under ``runs/<profile>`` (:func:`missing_outputs`). Inside a SLURM job (``SLURM_JOB_ID`` set)
+    the stamp also records ``slurm_job_id``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -262,6 +332,7 @@ def write_stamp(
         "finished_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "wall_time_s": round(wall_time_s, 3),
         "outputs": list(outputs),
+        "run_outputs": list(run_outputs),
     }
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]

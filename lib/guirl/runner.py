@@ -31,7 +31,7 @@ training stages it started stop with it (:mod:`guirl.train.procs`).
 ``--all`` and ``--dag`` treat the notebooks as a DAG (their ``metadata.guirl.reads``): they run,
 in number order, only the notebooks whose source, resolved config, library code or inputs changed
 since their last successful run, or one of whose outputs under ``figures/<profile>/<notebook>/``
-is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
+or ``runs/<profile>/<notebook>/`` (stage results, final models) is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
 interrupted run leaves no stamp, so the next run resumes there.
 
@@ -388,7 +388,15 @@ def execute(
         wall = time.perf_counter() - start
         figures = figures_dir(plan.config.profile)
         outputs = dag.written_since(figures / plan.stem, started, figures)
-        dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall, outputs=outputs)
+        runs = runs_dir(plan.config.profile)
+        dag.write_stamp(
+            plan.stamp_path,
+            fp,
+            notebook=plan.stem,
+            wall_time_s=wall,
+            outputs=outputs,
+            run_outputs=dag.run_outputs(runs / plan.stem, runs),
+        )
     finally:
         lock.release()
     result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
@@ -469,6 +477,7 @@ def run_dag(
         stamp = dag.read_stamp(plan.stamp_path)
         reasons += dag.stale_reasons(stamp, current_fingerprint(plan, library))
         reasons += dag.missing_outputs(stamp, figures_dir(plan.config.profile))[:3]
+        reasons += dag.missing_outputs(stamp, runs_dir(plan.config.profile), "run_outputs")[:3]
         if dry_run:  # upstream runs are only planned: their stamps have not changed yet
             reasons += [f"input {up} would rerun" for up in plan.reads if up in ran]
         if not reasons:
