@@ -237,3 +237,26 @@ def test_cli_all_with_no_notebooks_is_a_no_op(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr("guirl.runner.notebooks_dir", lambda: tmp_path)
     assert main(["--all"]) == 0
     assert "nothing to run" in capsys.readouterr().out
+
+
+def test_cli_plain_run_checks_the_paths_it_reads_before_starting(probe: Path, isolated_outputs, capsys) -> None:
+    # a plain run of paper-3b without its model and data folders stops before the notebook starts
+    assert main([str(probe), "--profile", "paper-3b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.path: " in err and "data.path: " in err, err
+    assert written_outputs(isolated_outputs) == []
+    with pytest.raises(RunnerError, match="model.path: .*data.path: "):
+        run_notebook(probe, "paper-3b")
+
+
+def test_a_notebook_parameter_named_like_a_deeper_config_key_is_its_own(tmp_path: Path) -> None:
+    # 00_data_prep's n_samples is not androidlong.rl.n_samples (a key of the paper profiles)
+    for profile in ("tiny", "paper-3b"):
+        plan = plan_run(REPO / "notebooks" / "00_data_prep.ipynb", profile, parameters={"n_samples": 3})
+        assert plan.parameters["n_samples"] == 3
+    assert main([str(REPO / "notebooks" / "00_data_prep.ipynb"), "--dry-run", "-p", "n_samples", "3"]) == 0
+    # a name the notebook does not have is still refused, with the config key it ends when there is one
+    with pytest.raises(RunnerError, match=r"not a parameter of notebooks/01_sft\.ipynb"):
+        plan_run(REPO / "notebooks" / "01_sft.ipynb", "tiny", parameters={"n_samples": 3})
+    with pytest.raises(RunnerError, match=r"--override ccpo\.tau_min=3"):
+        plan_run(REPO / "notebooks" / "01_sft.ipynb", "tiny", parameters={"tau_min": 3})

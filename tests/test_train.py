@@ -546,7 +546,9 @@ def test_a_diverging_learning_rate_stops_the_stage_at_its_first_bad_step(tiny_mo
     cfg = load_config("tiny", overrides=["sft.max_steps=4", "sft.save_steps=1", "sft.per_device_batch_size=1"])
     object.__setattr__(cfg.sft, "learning_rate", 1e308)
     out = tmp_path / "s"
-    with pytest.raises(NonFiniteError, match=r"stage 'sft': .* after step (\d+) .*lower sft\.learning_rate \(now 1e\+308\)") as err:
+    with pytest.raises(
+        NonFiniteError, match=r"stage 'sft': .* after step (\d+) .*lower sft\.learning_rate \(now 1e\+308\)"
+    ) as err:
         train(cfg, "sft", minigui, tiny_model, out)
     bad_step = int(re.search(r"after step (\d+)", str(err.value)).group(1))
     assert bad_step <= 2  # the warm-up's first step has a learning rate of 0

@@ -109,7 +109,9 @@ def test_the_fingerprint_covers_input_content_not_paths(tmp_path):
 def test_an_adapter_base_model_covers_the_model_it_was_trained_on(tmp_path):
     cfg = load_config("tiny")
     parent = _folder(tmp_path / "parent", {"config.json": "{}", "model.safetensors": "p1"})
-    adapter = _folder(tmp_path / "adapter", {"adapter_config.json": json.dumps({"base_model_name_or_path": str(parent)})})
+    adapter = _folder(
+        tmp_path / "adapter", {"adapter_config.json": json.dumps({"base_model_name_or_path": str(parent)})}
+    )
     first = _fp(cfg, "ccpo", tmp_path, RL, base_model=adapter)
     (parent / "model.safetensors").write_text("p2")
     assert _fp(cfg, "ccpo", tmp_path, RL, base_model=adapter) != first

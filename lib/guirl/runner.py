@@ -198,17 +198,22 @@ def _override_list(overrides: Mapping[str, Any] | Sequence[str] | None) -> list[
 
 
 def _check_parameters(nb_path: Path, declared: list[str], params: Mapping[str, Any], cfg: Config) -> None:
-    """``-p NAME VALUE`` may set only the notebook's own parameters, never a config key."""
+    """``-p NAME VALUE`` may set only the notebook's own parameters, never a config key (a
+    top-level key, a section or a dotted key); a name the notebook does not declare that ends a
+    dotted key is refused with that key's ``--override``."""
     flat = cfg.to_flat()
     for name, value in params.items():
         if name in RESERVED_PARAMETERS:
             flag = "--override KEY=VALUE" if name == "overrides" else f"--{name.replace('_', '-')}"
             raise RunnerError(f"-p {name}: set by the runner; use {flag} instead")
-        dotted = [k for k in flat if k == name or k.endswith(f".{name}")] + [
+        exact = [k for k in flat if k == name or k.startswith(f"{name}.")] + [
             k for k in type(cfg).model_fields if k == name and k not in flat
         ]
-        if name in declared and not dotted:
+        if name in declared and not exact:
+            # the notebook's own parameter; a deeper config key ending in the same word
+            # (androidlong.rl.n_samples for 00's n_samples) is another thing
             continue
+        dotted = exact or [k for k in flat if k.endswith(f".{name}")]
         if dotted:
             raise RunnerError(
                 f"-p {name}: {name!r} is a config key; set it with --override {dotted[0]}={value}"
@@ -298,6 +303,20 @@ def _check_sections(nb_path: Path, sections: Sequence[str] | None, cfg: Config) 
                 f"{_rel(nb_path)}: metadata.{dag.META_KEY}.config: {name!r} is not a config section; "
                 f"{hint}sections: {', '.join(known)}"
             )
+
+
+def _missing_paths(plans: Sequence[RunPlan]) -> str:
+    """One line naming every file and folder the runs of ``plans`` would read that does not exist
+    (:func:`guirl.config.missing_inputs`: the model, the data set, the accelerate and DeepSpeed
+    files) and the fix; ``""`` when all are there. The same check for a plain run, ``--slurm``
+    and ``--dry-run``, before anything starts."""
+    missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
+    if not missing:
+        return ""
+    return (
+        f"the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
+        "create them or point the config at them (--override KEY=PATH)"
+    )
 
 
 def _check_kernel(kernel_name: str) -> None:
@@ -424,7 +443,8 @@ def run_notebook(
 ) -> RunResult:
     """Validate, then execute ``notebook`` with papermill; returns what was written.
 
-    Raises :class:`ConfigError` or :class:`RunnerError` before writing anything, and
+    Raises :class:`ConfigError` or :class:`RunnerError` before writing anything (a path the run
+    would read that does not exist included), and
     ``papermill.PapermillExecutionError`` when a cell fails (the executed copy, with the
     traceback, is then at ``runs/<profile>/<notebook>.ipynb``).
     """
@@ -437,6 +457,9 @@ def run_notebook(
         parameters=parameters,
         output_path=output_path,
     )
+    missing = _missing_paths([plan])
+    if missing:
+        raise RunnerError(missing)
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
 
 
@@ -658,7 +681,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    missing = _missing_paths(plans)
+    if missing and not args.dry_run:  # fail fast: before submitting or starting anything
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     if args.slurm:
+        if missing:  # --slurm --dry-run: the scripts would run notebooks that fail at once
+            print(f"error: {missing}", file=sys.stderr)
+            return 2
         from guirl import slurm
 
         force = ([p.stem for p in plans] if args.all else [Path(args.notebook).stem]) if args.force else ()
@@ -676,13 +706,8 @@ def _main(argv: Sequence[str] | None) -> int:
             print(plan.config.to_yaml(), end="")
         if use_dag:
             run_dag(plans, dry_run=True)
-        missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
         if missing:
-            print(
-                f"error: the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
-                "create them or point the config at them (--override KEY=PATH)",
-                file=sys.stderr,
-            )
+            print(f"error: {missing}", file=sys.stderr)
             return 2
         return 0
     total = time.perf_counter()
