@@ -204,6 +204,8 @@ def parse_scalar(text: str) -> Any:
     """Parse one override value as YAML: ``"1e-4"`` -> 1e-4, ``"3"`` -> 3, ``"false"`` -> False,
     ``"null"`` -> None, ``"[1, 2]"`` -> [1, 2], anything else -> the string itself."""
     try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
+            return text  # an alias (*name) is no value of its own: the text, which validation then names
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError:
         return text
@@ -741,6 +743,21 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _no_aliases(text: str, shown: str, key: str) -> None:
+    """Refuse YAML aliases (``*name``): a config is written out, and an alias is how a file
+    refers to itself (``a: &x [*x]``, endless) or grows exponentially (a "billion laughs" chain).
+    Reads the event stream only (linear in the text); a :class:`ConfigError` names the line."""
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+            raise ConfigError(
+                shown,
+                key,
+                f"YAML alias *{event.anchor} at line {line}",
+                "write the value out (configs use no anchors or aliases)",
+            )
+
+
 def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
     shown = _display(path)
     if not path.is_file():
@@ -756,6 +773,7 @@ def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
             shown, key, f"cannot read the file ({err.strerror})", "check the path and its permissions"
         ) from None
     try:
+        _no_aliases(text, shown, key)
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
