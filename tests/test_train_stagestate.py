@@ -71,7 +71,14 @@ KEY_CASES = [
     ("ccpo_1AO", RL, ["rl.role=ccpo"], "sft.learning_rate=1e-4", False),
     ("coordinator", RL, ["rl.role=ces.coordinator", "ces={}"], "ces.rl_pool=50", True),
     ("coordinator", RL, ["rl.role=ces.coordinator", "ces={}"], "coepg.iterations=2", False),
-    # the generic role reads the section of its reward's method
+    ("coordinator", RL, ["rl.role=ces.coordinator", "ces={}"], "eval.max_new_tokens=9", True),  # its executor's
+    ("coordinator", RL, ["rl.role=ces.coordinator", "ces={}"], "eval.n_tasks=9", False),
+    ("androidlong", RL, ["rl.role=androidlong", "androidlong={}"], "data.width=308", True),  # online rollouts
+    ("androidlong", RL, ["rl.role=androidlong", "androidlong={}"], "eval.max_turns=9", True),
+    ("androidlong", RL, ["rl.role=androidlong", "androidlong={}"], "data.n_train_tasks=9", False),
+    ("ccpo_1AO", RL, ["rl.role=ccpo", "sft.executor=null"], "sft.use_step_instruction=true", True),  # the prompt
+    # the generic role reads the section of its reward's method (CCPO's when rl.reward is null)
+    ("grpo", RL, ["rl.role=grpo", "rl.reward=null"], "ccpo.tau_min=0.5", True),
     ("rft", RL, ["rl.role=grpo", "rl.reward=agentcpm"], "agentcpm.rft.beta=0.5", True),
     ("rft", RL, ["rl.role=grpo", "rl.reward=agentcpm"], "ccpo.tau_min=0.5", False),
 ]

@@ -604,20 +604,23 @@ class BaseConfig(BaseModel):
         return path
 
     def rl_sections(self) -> tuple[str, ...]:
-        """The method sections an RL stage of this config reads: the section of ``rl.role``'s
-        method, of ``rl.reward``'s method, and the sections that method's record says its roles
-        also read (``Method.reads``), those this config schema has (what an RL stage's
-        fingerprint covers besides the RL engine's keys: :mod:`guirl.train.stagestate`)."""
+        """The config keys (dotted prefixes) an RL stage of this config reads besides the RL
+        engine's: the section of ``rl.role``'s method and of the reward it trains with
+        (``rl.reward``, or the generic role's default, :data:`guirl.methods.DEFAULT_REWARD`), and
+        the keys those methods' records say they also read (``Method.reads``): what an RL stage's
+        fingerprint covers besides the engine's keys (:mod:`guirl.train.stagestate`)."""
         import guirl.methods
 
-        names = [self.rl.role.split(".", 1)[0], *([self.rl.reward] if self.rl.reward else [])]
+        role = self.rl.role.split(".", 1)[0]
+        reward = self.rl.reward or (guirl.methods.DEFAULT_REWARD if role in guirl.methods.GENERIC_ROLES else None)
         out: list[str] = []
-        for name in names:
+        for name in (role, *([reward] if reward else [])):
             if name not in guirl.methods.names():
                 continue
-            for section in (name, *guirl.methods.get(name).reads):
-                if section in type(self).model_fields and section not in BaseConfig.model_fields and section not in out:
-                    out.append(section)
+            for key in (name, *guirl.methods.get(name).reads):
+                section = key.split(".", 1)[0]
+                if section in type(self).model_fields and key not in out:
+                    out.append(key)
         return tuple(out)
 
     def method_section(self, name: str) -> Section:

@@ -5,9 +5,9 @@ output folder before it trains) holds
 
 * the config keys the stage's entry reads that change what it trains, and their values
   (:func:`declared_keys`: per entry, per SFT stage, plus, for an RL stage, the config sections of
-  its role's method and of its reward: :meth:`guirl.config.BaseConfig.rl_sections`), never the
-  others: an ``eval`` key, another method's section or ``coepg.iterations`` leave an SFT stage as
-  it is;
+  its role's method and of its reward and the keys that method's roles also read:
+  :meth:`guirl.config.BaseConfig.rl_sections`), never the others: an ``eval`` key, another
+  method's section or ``coepg.iterations`` leave an SFT stage as it is;
 * the **content** of its data folder, its other inputs and its base model (:func:`guirl.contenthash.folder_digest`;
   for a LoRA adapter also the base model it was trained on), never their paths: a data folder
   rebuilt with other records or a base model retrained at the same path trains again;
@@ -60,6 +60,7 @@ __all__ = [
     "ENTRY_READS",
     "declared_keys",
     "covered",
+    "counts",
     "stage_fingerprint",
     "stale_reasons",
     "discard_stale",
@@ -113,21 +114,31 @@ ENTRY_READS: dict[tuple[str, str | None], tuple[str, ...]] = {
     ),
     (SFT_ENTRY_NAME, "sft"): (*_RUN_KEYS, "lora", "sft"),
     (SFT_ENTRY_NAME, "records"): (*_RUN_KEYS, "lora", "sft"),
-    (RL_ENTRY_NAME, None): (*_RUN_KEYS, "lora", "rl", "sft.output_format", "sft.system_prompt"),
+    (RL_ENTRY_NAME, None): (
+        *_RUN_KEYS,
+        "lora",
+        "rl",
+        "sft.output_format",
+        "sft.system_prompt",
+        "sft.use_step_instruction",
+    ),
 }
 #: Keys a stage may read that change nothing it trains: what it keeps on disk
 #: (``sft.save_total_limit``), when it runs (``runtime.parallel_stages``) and the Low executor's
 #: own recipe (``sft.executor``: the executor trains with a config of its own that moves those
 #: values into the main keys), how 01 groups its agents (``sft.mix_histories``,
-#: ``sft.history_recipes``: likewise moved into the main keys of each agent's config), and ``eval``.
+#: ``sft.history_recipes``: likewise moved into the main keys of each agent's config).
 NOT_TRAINED = (
-    "eval",
     "runtime.parallel_stages",
     "sft.save_total_limit",
     "sft.executor",
     "sft.mix_histories",
     "sft.history_recipes",
 )
+#: Left out of the fingerprint of an entry that declares nothing (every other key counts):
+#: evaluation settings. Declared entries name the ``eval`` keys they read (a CES Coordinator's
+#: frozen executor generates with ``eval.max_new_tokens``: ``Method.reads``).
+UNDECLARED_ENTRY_SKIPS = ("eval",)
 
 
 def covered(key: str, patterns: Iterable[str]) -> bool:
@@ -168,15 +179,23 @@ def _value_at(data: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
+def _under(key: str, patterns: Iterable[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in patterns)
+
+
+def counts(key: str, keys: tuple[str, ...] | None) -> bool:
+    """Whether config key ``key`` enters the fingerprint of a stage declaring ``keys``
+    (:func:`declared_keys`): it is declared (every key when ``None``, less
+    :data:`UNDECLARED_ENTRY_SKIPS`) and not :data:`NOT_TRAINED`."""
+    if keys is None:
+        return not _under(key, (*NOT_TRAINED, *UNDECLARED_ENTRY_SKIPS))
+    return covered(key, keys) and not _under(key, NOT_TRAINED)
+
+
 def config_part(cfg: Config, keys: tuple[str, ...] | None) -> dict[str, Any]:
-    """``{dotted key: value}`` of the config's keys under ``keys`` (every key when ``None``),
-    less :data:`NOT_TRAINED`."""
+    """``{dotted key: value}`` of the config's keys that enter the fingerprint (:func:`counts`)."""
     flat = _nested(cfg.to_dict())
-    return {
-        k: v
-        for k, v in sorted(flat.items())
-        if (keys is None or covered(k, keys)) and not any(k == p or k.startswith(p + ".") for p in NOT_TRAINED)
-    }
+    return {k: v for k, v in sorted(flat.items()) if counts(k, keys)}
 
 
 def _content(path: Path) -> str | None:
@@ -341,9 +360,7 @@ def undeclared_reads(stage: Stage) -> list[str]:
     if reads is None or keys is None:
         return []
     read = reads.get("config") or {}
-    return sorted(
-        k for k in read if not covered(k, keys) and not any(k == p or k.startswith(p + ".") for p in NOT_TRAINED)
-    )
+    return sorted(k for k in read if not covered(k, keys) and not _under(k, NOT_TRAINED))
 
 
 # --------------------------------------------------------------------------------------------

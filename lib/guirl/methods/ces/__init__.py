@@ -46,6 +46,7 @@ METHOD = Method(
     config_section=CESSection,
     hooks=HOOKS,  # ces.coordinator (stage 1), ces.state_tracker (stage 2)
     notebooks=("04_ces_staged_rl",),
+    reads=("eval.max_new_tokens", "eval.batch_size"),  # the frozen executor generates with them
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",
 )
 
