@@ -480,3 +480,24 @@ def test_a_stamp_with_wrong_field_types_is_named_and_rerun(chain: dict[str, Path
     assert steps[1].reasons[0].startswith(("stamp malformed (", "stamp unreadable")), steps[1].reasons
     walk(chain, engine)
     assert engine.ran == ["01_b", "02_c"]
+
+
+def test_a_stage_reading_an_undeclared_section_is_refused_before_it_starts(chain: dict[str, Path]) -> None:
+    # the stages a notebook starts read in processes of their own: their sections must be declared too
+    from conftest import stage_of
+    from guirl.config import load_run_config
+    from guirl.configbase import UndeclaredSectionError
+    from guirl.train.launch import SFT_ENTRY, stage_fingerprint
+
+    _declare(chain["03_d"], ["seed", "sft", "model", "runtime"])
+    plan = plan_run(chain["03_d"], "tiny")
+    plan.config.save(plan.config_path, header=[f"notebook 03_d reads config sections: {', '.join(plan.config_sections)}"])
+    cfg = load_run_config(config_path=plan.config_path)
+    folder = chain["03_d"].parent
+    stage = stage_of(cfg.replace({"seed": 2}), "sft", data_dir=folder, base_model=folder, output_dir=folder / "o")
+    with pytest.raises(UndeclaredSectionError, match=r"notebook 03_d starts stage 'sft' .* section\(s\) 'lora' that"):
+        stage_fingerprint(stage)
+    grounding = stage_of(cfg, "grounding", data_dir=folder, base_model=folder, output_dir=folder / "g")
+    with pytest.raises(UndeclaredSectionError, match=r"'grounding'"):
+        stage_fingerprint(grounding)
+    assert SFT_ENTRY == "guirl.stages.sft"

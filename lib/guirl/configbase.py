@@ -32,6 +32,7 @@ __all__ = [
     "derived",
     "UndeclaredSectionError",
     "guard_sections",
+    "require_sections",
 ]
 
 #: The registries a field can draw its names from (resolved by :mod:`guirl.config`):
@@ -133,6 +134,21 @@ def guard_sections(cfg: BaseModel, sections: Iterable[str], where: str) -> BaseM
     _install(type(cfg))
     _GUARDED[id(cfg)] = (frozenset({"profile", *sections}), where, cfg)
     return cfg
+
+
+def require_sections(cfg: BaseModel, sections: Iterable[str], what: str) -> None:
+    """When ``cfg`` is guarded (:func:`guard_sections`), raise :class:`UndeclaredSectionError` for
+    a section of ``sections`` its notebook does not declare: ``what`` (a training stage the
+    notebook starts) reads it in a process of its own, where the guard cannot see it."""
+    guard = _GUARDED.get(id(cfg))
+    if guard is None or guard[2] is not cfg:
+        return
+    missing = sorted(set(sections) - guard[0])
+    if missing:
+        raise UndeclaredSectionError(
+            f"{guard[1]} starts {what}, which reads config section(s) {', '.join(map(repr, missing))} that the "
+            f'notebook does not declare; add them to its metadata {{"guirl": {{"config": [...]}}}}'
+        )
 
 
 def record_reads(cfg: BaseModel) -> ConfigReads:

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guirl.configbase import require_sections
 from guirl.contenthash import (
     StateFileError,
     changed_modules,
@@ -231,6 +232,8 @@ def stage_fingerprint(stage: Stage, *, library: str | None = None) -> dict[str, 
     from hashlib import sha256
 
     keys = declared_keys(stage)
+    if keys is not None:  # a notebook's stamp must cover what its stages read
+        require_sections(stage.cfg, {k.split(".", 1)[0] for k in keys}, f"stage {stage.name!r} ({stage.entry})")
     config = config_part(stage.cfg, keys)
     inputs = {k: _content(v) for k, v in sorted(stage.inputs.items())}
     return {
