@@ -2,10 +2,11 @@
 
 What a training stage or a notebook depends on is recorded by *content*, never by path: a data
 folder rebuilt in place with other records, or a model folder retrained at the same path, has
-another digest. Hashing a model folder of several GB takes seconds, so the sha256 of every file is
-cached by ``(absolute path, size, mtime_ns, inode)`` in ``$GUIRL_CACHE/content_hashes.json`` (files
-of :data:`CACHE_MIN_BYTES` and more): a file that was rewritten has a new mtime (or size, or inode)
-and is hashed again; an unchanged one costs a ``stat``.
+another digest. Hashing a model folder of several GB, or a data set of 100,000 screenshots, takes
+minutes, so digests are cached in ``$GUIRL_CACHE/content_hashes.json``: a folder's by its listing
+(every file's relative path, size, mtime_ns and inode), a file's (of :data:`CACHE_MIN_BYTES` and
+more) by the same of its own. A file that was rewritten has a new mtime (or size, or inode) and is
+hashed again; an unchanged folder costs a ``stat`` per file.
 
 * :func:`file_sha256`: one file; :func:`folder_digest`: a folder (every file under it, by relative
   path and content; symbolic links followed), or a file's sha256 when given a file;
@@ -72,8 +73,14 @@ def _load_cache() -> None:
     except (OSError, ValueError):
         data = {}
     if isinstance(data, dict):
-        # entries of files that are gone (a deleted checkpoint) are dropped
-        _memo.update({k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2 and os.path.exists(k)})
+        # entries of files and folders that are gone (a deleted checkpoint) are dropped
+        _memo.update(
+            {
+                k: v
+                for k, v in data.items()
+                if isinstance(v, list) and len(v) == 2 and os.path.exists(k.removeprefix("dir:"))
+            }
+        )
     _loaded = path
 
 
@@ -89,7 +96,7 @@ def _save_cache() -> None:
 
 
 def _stat_key(st: os.stat_result) -> str:
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
 def _sha256_of(path: Path) -> str:
@@ -128,25 +135,41 @@ def file_sha256(path: str | Path) -> str:
 def folder_digest(path: str | Path) -> str:
     """sha256 (hex) over every file under ``path`` (sorted relative paths and file contents; links
     followed): equal for two folders with the same files, whatever their location. A file gives
-    its :func:`file_sha256`; a missing path raises ``FileNotFoundError`` naming it."""
+    its :func:`file_sha256`; a missing path raises ``FileNotFoundError`` naming it.
+
+    Cached by the folder's listing (every file's relative path, size, mtime and inode): a folder
+    whose files were not touched costs one ``stat`` per file, none is read again."""
+    global _dirty
     root = Path(path)
     if root.is_file():
         return file_sha256(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such file or folder (a stage input or base model)")
-    files = sorted(
-        (p for p in root.rglob("*") if p.is_file()), key=lambda p: p.relative_to(root).as_posix().encode("utf-8")
-    )
-    h = hashlib.sha256()
+    listing = []
+    for p in root.rglob("*"):
+        try:
+            if p.is_file():
+                listing.append((p.relative_to(root).as_posix(), p, _stat_key(p.stat())))
+        except FileNotFoundError:  # removed while listing (a temporary file renamed): not part of it
+            continue
+    listing.sort(key=lambda item: item[0].encode("utf-8"))
+    signature = hashlib.sha256("\n".join(f"{rel}\0{key}" for rel, _, key in listing).encode("utf-8")).hexdigest()
     with _lock:
         _load_cache()
-        for p in files:
+        key = "dir:" + str(root.resolve())
+        hit = _memo.get(key)
+        if hit is not None and hit[0] == signature:
+            return str(hit[1])
+        h = hashlib.sha256()
+        for rel, p, _ in listing:
             try:
                 digest = _cached_sha256(p)
-            except FileNotFoundError:  # removed while listing (a temporary file renamed): not part of it
+            except FileNotFoundError:
                 continue
-            h.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0")
+            h.update(rel.encode("utf-8") + b"\0")
             h.update(digest.encode("ascii") + b"\0")
+        _memo[key] = [signature, h.hexdigest()]
+        _dirty = True
         _save_cache()
     return h.hexdigest()
 
