@@ -491,7 +491,9 @@ def test_a_stage_reading_an_undeclared_section_is_refused_before_it_starts(chain
 
     _declare(chain["03_d"], ["seed", "sft", "model", "runtime"])
     plan = plan_run(chain["03_d"], "tiny")
-    plan.config.save(plan.config_path, header=[f"notebook 03_d reads config sections: {', '.join(plan.config_sections)}"])
+    plan.config.save(
+        plan.config_path, header=[f"notebook 03_d reads config sections: {', '.join(plan.config_sections)}"]
+    )
     cfg = load_run_config(config_path=plan.config_path)
     folder = chain["03_d"].parent
     stage = stage_of(cfg.replace({"seed": 2}), "sft", data_dir=folder, base_model=folder, output_dir=folder / "o")

@@ -194,6 +194,9 @@ def test_upstream_result_names_the_missing_file_and_target(tmp_path: Path, monke
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"final": "x"}))
     assert upstream_result(cfg, "01_sft", "sft") == {"final": "x"}
+    path.write_text('{"final": "x')  # torn
+    with pytest.raises(RuntimeError, match=r"result.json: the sft result of notebook 01_sft is torn .*make nb-01_sft"):
+        upstream_result(cfg, "01_sft", "sft")
 
 
 def test_eval_splits_are_the_test_splits_and_name_a_missing_one(

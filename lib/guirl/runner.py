@@ -28,8 +28,13 @@ of the same notebook and profile is refused with a one-line error naming it (exi
 and SIGHUP stop a run like Ctrl-C (exit 130): the notebook's kernel is shut down, and the
 training stages it started stop with it (:mod:`guirl.train.procs`).
 
+Before anything runs (a plain run, ``--slurm`` or ``--dry-run``), the model, data, accelerate and
+DeepSpeed paths the runs would read must exist (:func:`guirl.config.missing_inputs`; exit 2
+naming them). A notebook that declares the config sections it reads (``metadata.guirl.config``)
+gets a config that refuses the others (:func:`guirl.config.load_run_config`).
+
 ``--all`` and ``--dag`` treat the notebooks as a DAG (their ``metadata.guirl.reads``): they run,
-in number order, only the notebooks whose source, resolved config, library code or inputs changed
+in number order, only the notebooks whose source, declared config sections, library code or inputs changed
 since their last successful run, or one of whose outputs under ``figures/<profile>/<notebook>/``
 or ``runs/<profile>/<notebook>/`` (stage results, final models) is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or

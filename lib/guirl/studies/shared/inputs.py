@@ -102,12 +102,12 @@ def eval_splits(cfg: Config, *, only: list[str] | None = None) -> dict[str, Spli
 def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:
     """The ``result.json`` of stage ``stage`` written by notebook ``notebook`` for this profile
     (e.g. ``("01_sft", "sft")``, under ``runs/<profile>/``); a ``FileNotFoundError`` naming the
-    file and the make target when that notebook has not run."""
-    import json
-
+    file and the make target when that notebook has not run, a
+    :class:`guirl.contenthash.StateFileError` naming it when it is torn or corrupt."""
+    from guirl.contenthash import read_json_state
     from guirl.paths import runs_dir
 
     path = runs_dir(cfg.profile) / notebook / stage / "result.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no {stage} result of notebook {notebook}; run `make nb-{notebook}` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json_state(path, f"the {stage} result of notebook {notebook}", f"run `make nb-{notebook}` again")
