@@ -51,10 +51,10 @@ KEY_CASES = [
     # ... never another notebook's method section, the RL engine or evaluation
     ("sft", SFT_ENTRY, [], "coepg.iterations=2", False),
     ("sft", SFT_ENTRY, [], "ces.rl_pool=50", False),
-    ("sft", SFT_ENTRY, [], "rl.learning_rate=1e-4", False),
+    ("sft", SFT_ENTRY, [], "rl.learning_rate=2e-5", False),
     ("sft", SFT_ENTRY, [], "eval.batch_size=3", False),
     ("sft", SFT_ENTRY, [], "data.n_test_tasks=5", False),  # the data folder's content counts, not its recipe
-    ("sft", SFT_ENTRY, [], "runtime.parallel_stages=2", False),
+    ("sft", SFT_ENTRY, [], "runtime.parallel_stages=1", False),  # tiny runs 2 side by side
     ("sft", SFT_ENTRY, [], "sft.save_total_limit=null", False),
     ("sft", SFT_ENTRY, [], "model.path=/elsewhere/same-weights", False),  # the base model's content counts
     # grounding reads its own budget and the output format of sft, not sft's optimiser
@@ -86,6 +86,7 @@ KEY_CASES = [
 
 @pytest.mark.parametrize("name, entry, base, change, reads", KEY_CASES)
 def test_a_stage_reruns_only_for_a_config_key_it_reads(tmp_path, name, entry, base, change, reads):
+    assert load_config("tiny", overrides=base) != load_config("tiny", overrides=[*base, change])  # a real change
     before = _fp(load_config("tiny", overrides=base), name, tmp_path, entry)
     after = _fp(load_config("tiny", overrides=[*base, change]), name, tmp_path, entry)
     assert (before != after) is reads, f"{change}: {'should' if reads else 'should not'} change {name}"
