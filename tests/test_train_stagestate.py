@@ -193,7 +193,8 @@ def test_a_stage_reruns_when_a_module_it_ran_changed_and_not_for_another(tmp_pat
 def test_a_key_the_stage_read_but_does_not_declare_is_compared_too(tmp_path, monkeypatch):
     runs: list[str] = []
     _fake_stage(monkeypatch, runs, {"config": {"eval.n_tasks": 4}, "modules": {}})
-    run_stage(_stage(tmp_path, ["eval.n_tasks=4"]), echo=False)
+    with pytest.warns(UserWarning, match=r"read config keys it does not declare: eval\.n_tasks"):
+        run_stage(_stage(tmp_path, ["eval.n_tasks=4"]), echo=False)
     run_stage(_stage(tmp_path, ["eval.n_tasks=4", "eval.batch_size=3"]), echo=False)  # a key it did not read
     assert runs == ["sft"]
     run_stage(_stage(tmp_path, ["eval.n_tasks=5"]), echo=False)  # a key it read, declared or not
