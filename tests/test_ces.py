@@ -321,6 +321,41 @@ def test_without_a_coordinator(mode, kw, executor_sees):
     assert step.info["instruction"] == (executor_sees if kw else None)
 
 
+@pytest.mark.parametrize("mode", ["ces_executor", "step_instruction"])
+def test_without_the_coordinator_is_not_the_executor_alone(mode):
+    # CES Sec. 5.3 / Table 3: only the Coordinator is removed; the State Tracker keeps the task state,
+    # which the Executor now reads beside the goal. The Executor alone (Table 1's baseline) has neither.
+    from guirl.methods.ces.agent import goal_and_state
+    from guirl.studies.ces_staged_rl import SYSTEMS
+
+    spec = LOW if mode == "step_instruction" else None
+
+    def prompt_text(agent, executor, t):
+        agent.act([_turn("a", t)])
+        msgs = executor.calls[-1][0][0][0]
+        return " ".join(
+            c.get("text", "") for m in msgs for c in (m["content"] if isinstance(m["content"], list) else [])
+        )
+
+    alone_exec = FunctionPolicy(lambda p: CLICK_OUT)
+    alone = CESAgent(alone_exec, ExecutorPrompting(mode, spec=spec, **BUDGET))
+    no_coord_exec = FunctionPolicy(lambda p: CLICK_OUT)
+    tracker = _tracker_echo()
+    s = SYSTEMS["w/o Coordinator"]
+    assert (s.coordinator, s.tracker, s.instruction) == (None, "rl", "goal_and_state")
+    no_coord = CESAgent(
+        no_coord_exec, ExecutorPrompting(mode, spec=spec, **BUDGET), tracker=tracker, instruction=s.instruction
+    )
+    for a in (alone, no_coord):
+        a.reset(["a"])
+    texts = [(prompt_text(alone, alone_exec, t), prompt_text(no_coord, no_coord_exec, t)) for t in range(2)]
+    assert all(a != b for a, b in texts)  # not the same prompt
+    from guirl.methods.ces.data import INITIAL_STATE
+
+    assert goal_and_state("goal a", INITIAL_STATE + "+") in texts[1][1] and "Task state" not in texts[1][0]
+    assert len(tracker.calls) == 2  # the tracker ran at both steps
+
+
 def test_without_the_tracker_the_coordinator_reads_the_last_four_actions():
     coord = FunctionPolicy(lambda p: "<answer>x</answer>")
     agent = CESAgent(
@@ -662,3 +697,31 @@ def test_failure_tables_are_paired_over_the_same_steps():
     assert paired.loc["planning_error", "diff"] == pytest.approx(-20.0)  # one step fewer of five
     for r in paired.to_dict(orient="records"):
         assert r["lo"] <= r["diff"] <= r["hi"] and r["resolved"] == (r["lo"] > 0 or r["hi"] < 0)
+
+
+# ----------------------------------------------------------------------------- cross-data-set evaluation
+def test_trained_on_guiodyssey_tested_on_aitz_and_amex(tmp_path):
+    # CES App. B.1 / Table 1: the roles train on GUI-Odyssey's train split; AITZ's and AMEX's test
+    # episodes are evaluated beside GUI-Odyssey's test split, each benchmark its own columns
+    import importlib.util
+
+    from guirl.data.loaders import convert_dataset
+    from guirl.data.splits import load_splits
+    from guirl.methods.ces.evaluation import CROSS_SOURCES, benchmark_splits, check_train_source
+
+    spec = importlib.util.spec_from_file_location("mf", Path(__file__).parent / "fixtures" / "make_fixtures.py")
+    mf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mf)  # type: ignore[union-attr]
+    root = tmp_path / "data" / "paper-7b"
+    with pytest.raises(FileNotFoundError, match=r"aitz/episodes.jsonl: aitz has not been converted.*--experiment aitz"):
+        benchmark_splits(root)
+    for name in ("guiodyssey", *CROSS_SOURCES):
+        convert_dataset(name, mf.PUBLIC[name](tmp_path / "src"), root / name)
+    splits = benchmark_splits(root)
+    assert {k: len(v.episodes) for k, v in splits.items()} == {"aitz/test": 2, "amex/test": 4}
+    assert all(v.name == k for k, v in splits.items())
+    train = {e.episode_id for e in load_splits(root / "guiodyssey")["train"].episodes}
+    assert not train & {e.episode_id for v in splits.values() for e in v.episodes}
+    check_train_source("guiodyssey")
+    with pytest.raises(ValueError, match="--experiment guiodyssey"):
+        check_train_source("androidcontrol")

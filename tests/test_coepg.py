@@ -407,6 +407,134 @@ def test_agent_is_evaluated_offline_and_plays_online(minigui):
     assert out[0]["turns"] == 2 and out[0]["n_unparsable"] == 0 and out[0]["agent_info"][0]["plan"] == "the first item"
 
 
+# ----------------------------------------------------------------------------- Co-EPG's own evaluation
+def test_low_level_prompt_shows_the_step_instruction():
+    # Table 12: the low-level prompt adds the step's instruction; Table 2 reports High and Low
+    from guirl.methods.coepg.prompts import at_level
+
+    low = at_level(PlannerPromptSettings(), "Low")
+    assert (low.user_template, low.level) == ("coepg_androidcontrol_low", "Low")
+    msgs, _ = planner_prompt(low, "Send hi", ["a0"], "cur.png", step_instruction="tap the Send button")
+    text = msgs[1]["content"][0]["text"]
+    assert "The current user goal/request is: Send hi" in text and "tap the Send button" in text
+    assert at_level(low, "High") == PlannerPromptSettings()
+    with pytest.raises(ValueError, match="pass step_instruction"):
+        planner_prompt(low, "Send hi", [], "cur.png")
+    tiny_low = at_level(TINY, "Low")  # this project's layout: a "Step instruction:" line
+    msgs, _ = planner_prompt(tiny_low, "Send hi", [], "cur.png", step_instruction="tap Send")
+    assert "Step instruction: tap Send" in msgs[1]["content"][0]["text"]
+    with pytest.raises(ValueError, match="does not fit level 'Low'"):
+        PlannerPromptSettings(level="Low")  # the high-level template at the Low level
+    with pytest.raises(ValueError, match="no Low-level version"):
+        at_level(PlannerPromptSettings(user_template="coepg_mind2web"), "Low")
+
+
+def test_agent_at_the_low_level_reads_each_turns_step_instruction():
+    from guirl.methods.coepg.evaluation import agent_at_level
+    from guirl.rollout import Turn
+
+    agent, planner, _ = _agent(["<plan>Send</plan><action>click</action><value></value>"])
+    low = agent_at_level(agent, "Low")
+    turn = Turn("e", "goal", (), "cur.png", (280, 504), step_instruction="tap the Send button")
+    low.act([turn])
+    assert "Step instruction: tap the Send button" in planner.calls[-1][0][0][0][1]["content"][0]["text"]
+    agent.act([turn])  # the High agent it came from is unchanged
+    assert "Step instruction" not in planner.calls[-1][0][0][0][1]["content"][0]["text"]
+
+
+def test_a_typing_plan_that_names_an_element_is_grounded():
+    # Mind2Web (Table 9): TYPE acts on an ELEMENT, so the grounder locates it; a type whose plan is
+    # "None" (AndroidControl's input_text into the focused field) is not grounded
+    from guirl.rollout import Turn
+
+    turn = Turn("e", "goal", (), "cur.png", (280, 504))
+    ctx = format_context((280, 504), 3136, 141120)
+    agent, _, grounder = _agent(["<plan>the search box</plan><action>type</action><value>shoes</value>"])
+    [step] = agent.act([turn])
+    a = get_format("ccpo").parse(step.text, ctx).action
+    assert a.type.value == "type" and a.text == "shoes" and a.point == pytest.approx((56 / 280, 101 / 504), abs=1e-9)
+    assert grounder.calls and step.info["grounder"] == "(56, 101)"
+    agent, _, _ = _agent(["<plan>the search box</plan><action>type</action><value>shoes</value>"], "no point")
+    [step] = agent.act([turn])
+    assert get_format("ccpo").parse(step.text, ctx).action == Action("type", text="shoes")  # still typed
+
+
+def test_typing_step_with_an_element_earns_the_plan_reward():
+    # a Mind2Web TYPE gt has the element's point and box: C-DREM rewards the plan that grounds inside it
+    gt = GroundTruth(Action("type", text="blue shoes", point=(0.5, 0.45)), box=BOX)
+    hit = [{"point": [0.5, 0.45], "token_logprobs": [-0.1]}]
+    miss = [{"point": [0.9, 0.9], "token_logprobs": [-0.1]}]
+    cfg = CoEPGConfig(priors=())
+    typed = ok(Action("type", text="blue shoes", extra={"plan": "the search box"}))
+    assert coepg_reward(typed, gt, grounding=hit, cfg=cfg).total == 1.0
+    assert coepg_reward(typed, gt, grounding=miss, cfg=cfg).total == 0.0
+    assert coepg_reward(typed, gt, grounding=(), cfg=cfg).total == 0.0  # no element named: no plan reward
+    # AndroidControl's input_text has no point: judged by its value alone
+    assert coepg_reward(ok(Action("type", text="hello world")), TYPE_GT, cfg=cfg).total == 1.0
+
+
+def test_coepg_scores_with_its_own_protocol():
+    from guirl.methods.coepg.evaluation import eval_levels, eval_protocol
+
+    assert [eval_protocol(s) for s in ("androidcontrol", "minigui", "mind2web", "ccpo_mind2web")] == [
+        "coepg",
+        "coepg",
+        "coepg_mind2web",
+        "coepg_mind2web",
+    ]
+    assert eval_levels(PlannerPromptSettings()) == ("High", "Low") and eval_levels(TINY) == ("High",)
+
+
+def _m2w_rec(model, split, task, pred, gt, box=BOX, exact=False):
+    return {
+        "model": model,
+        "split": split,
+        "episode_id": task,
+        "pred_action": None if pred is None else pred.to_dict(),
+        "gt_action": gt.to_dict(),
+        "gt_box": list(box),
+        "exact": exact,
+    }
+
+
+def test_mind2web_table_by_hand():
+    # per split: Ele.Acc, Op.F1, Step SR, each averaged over a task's steps then over tasks; Avg SR is
+    # the mean of the three splits' Step SR (Co-EPG Table 1)
+    click = Action("click", point=(0.5, 0.45))
+    typed = Action("type", text="blue shoes", point=(0.5, 0.45))
+    recs = [
+        # test_task: task t1 two steps (a right click; a type at the element with a half-right value),
+        # task t2 one step (a click outside the box)
+        _m2w_rec("M", "test_task", "t1", click, click),
+        _m2w_rec("M", "test_task", "t1", Action("type", text="blue", point=(0.5, 0.45)), typed),
+        _m2w_rec("M", "test_task", "t2", Action("click", point=(0.9, 0.9)), click),
+        # test_website: one right step; test_domain: one unparsable step
+        _m2w_rec("M", "test_website", "w1", typed, typed),
+        _m2w_rec("M", "test_domain", "d1", None, click),
+    ]
+    from guirl.methods.coepg.evaluation import mind2web_table
+
+    row = mind2web_table(recs, ["M"]).iloc[0]
+    # t1: element 2/2, Op.F1 (1 + F1("type blue", "type blue shoes") = 0.8) / 2 = 0.9, SR 1/2; t2: 0, 1, 0
+    assert row["test_task Ele.Acc"] == pytest.approx(50.0)
+    assert row["test_task Op.F1"] == pytest.approx(95.0)
+    assert row["test_task Step SR"] == pytest.approx(25.0)
+    assert (row["test_website Step SR"], row["test_domain Step SR"], row["test_domain Op.F1"]) == (100.0, 0.0, 0.0)
+    assert row["Avg SR"] == pytest.approx((25.0 + 100.0 + 0.0) / 3) and row["n_steps"] == 5
+
+
+def test_androidcontrol_table_by_hand():
+    from guirl.methods.coepg.evaluation import androidcontrol_table
+
+    recs = [{"model": "M", "level": "High", "exact": e} for e in (True, False, False, True)]
+    recs += [{"model": "M", "level": "Low", "exact": e} for e in (True, True, True, False)]
+    recs += [{"model": "M", "level": "Low", "exact": False, "counted": False}]  # not in the denominator
+    recs += [{"model": "N", "exact": True}]  # no level label: High; no Low evaluated
+    t = androidcontrol_table(recs, ["M", "N"])
+    assert t.iloc[0][["High", "Low", "Avg Acc", "n High", "n Low"]].tolist() == [50.0, 75.0, 62.5, 4, 4]
+    assert t.iloc[1]["High"] == 100.0 and math.isnan(t.iloc[1]["Avg Acc"])
+
+
 # ----------------------------------------------------------------------------- stage configs
 def test_stage_configs_carry_the_papers_app_b_values():
     cfg = load_config("paper-3b")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from guirl.actions import Action
 from guirl.data.schema import Episode, SchemaError, Step, write_episodes
-from guirl.data.splits import Split, load_splits, swap_goals
+from guirl.data.splits import Split, load_splits, subsplits, swap_goals
 
 
 def _episode(eid: str, split: str) -> Episode:
@@ -150,3 +151,165 @@ def test_stopped_minigui_build_leaves_no_manifest(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         export.build_minigui_dataset(tmp_path, n_tasks=8, seed=0, progress=False)
     assert not (tmp_path / "manifest.json").exists()
+
+
+# ----------------------------------------------------------------------------- official splits
+# The public data sets' small copies in their release layouts (tests/fixtures/make_fixtures.py,
+# PUBLIC), converted as notebook 00 converts them: each episode lands in its official split (or the
+# papers' rule), and no test episode is ever in the training split.
+_spec = importlib.util.spec_from_file_location("make_fixtures", Path(__file__).parent / "fixtures" / "make_fixtures.py")
+mf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mf)  # type: ignore[union-attr]
+
+
+def _convert(name: str, tmp_path: Path) -> Path:
+    from guirl.data.loaders import convert_dataset
+
+    src = mf.PUBLIC[name](tmp_path / "src")
+    out = tmp_path / "out" / name
+    convert_dataset(name, src, out)  # strict: a bad record would raise
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(mf.PUBLIC))
+def test_public_copies_land_in_their_official_splits_and_test_never_trains(tmp_path, name):
+    from guirl.data.splits import is_test_split
+
+    out = _convert(name, tmp_path)
+    splits = load_splits(out)
+    assert {k: len(v.episodes) for k, v in splits.items()} == mf.PUBLIC_SPLITS[name]
+    train = {e.episode_id for e in splits.get("train", Split("train", (), out)).episodes}
+    tests = {e.episode_id for k, v in splits.items() if is_test_split(k) for e in v.episodes}
+    assert tests and not (train & tests)
+    assert all((v.image_root / s.screenshot).is_file() for v in splits.values() for e in v.episodes for s in e.steps)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {k: v["episodes"] for k, v in manifest["splits"].items()} == mf.PUBLIC_SPLITS[name]
+
+
+def test_androidcontrol_split_files_decide_each_episode(tmp_path):
+    out = _convert("androidcontrol", tmp_path)
+    splits = load_splits(out)
+    assert [e.episode_id for e in splits["train"].episodes] == ["101", "102", "103", "104"]
+    assert [e.episode_id for e in splits["validation"].episodes] == ["105"]
+    test = splits["test"]
+    assert {e.episode_id: e.extra["test_subsplits"] for e in test.episodes} == {
+        "106": ["IDD"],
+        "107": ["app_unseen", "category_unseen"],  # the release's subsplits overlap
+        "108": ["task_unseen"],
+    }
+    views = subsplits(test)
+    assert list(views) == ["test/IDD", "test/app_unseen", "test/category_unseen", "test/task_unseen"]
+    assert [e.episode_id for e in views["test/app_unseen"].episodes] == ["107"]
+
+
+def test_evaluation_never_reads_train_or_validation(tmp_path):
+    from guirl.data.splits import is_test_split
+
+    assert [n for n in ("train", "validation", "test", "test_task", "test_in_domain") if is_test_split(n)] == [
+        "test",
+        "test_task",
+        "test_in_domain",
+    ]
+
+
+def test_training_records_come_from_train_only(tmp_path):
+    # the SFT stage's records of a converted copy: the steps of the train split, nothing else
+    from guirl.config import load_config
+    from guirl.train.sft import build_records
+
+    out = _convert("androidcontrol", tmp_path)
+    cfg = load_config("tiny")
+    records = build_records(cfg, "sft", out)
+    train_steps = sum(len(e.steps) for e in load_splits(out)["train"].episodes)
+    assert len(records) == train_steps * len(cfg.sft.histories)
+    shots = {str(img) for r in records for img in r["images"]}
+    assert shots and all(
+        "/androidcontrol/10" in s and not any(f"/{i}/" in s for i in (105, 106, 107, 108)) for s in shots
+    )
+
+
+def test_an_episode_in_train_and_test_is_refused(tmp_path):
+    # the check can fail: a hand-made file with one episode in both splits
+    write_episodes([_episode("a", "train"), _episode("b", "test"), _episode("a", "test")], tmp_path / "episodes.jsonl")
+    with pytest.raises(SchemaError, match=r"\['a'\] are in 'train' and in 'test'"):
+        load_splits(tmp_path)
+
+
+def test_a_missing_split_file_stops_the_conversion(tmp_path):
+    from guirl.data.loaders import SplitFileError, load_dataset
+
+    src = mf.PUBLIC["androidcontrol"](tmp_path / "src")
+    (src / "splits.json").unlink()
+    with pytest.raises(SplitFileError, match=r"splits.json: no AndroidControl split file.*split=NAME"):
+        load_dataset("androidcontrol", src, image_dir=tmp_path / "o")
+    ody = mf.PUBLIC["guiodyssey"](tmp_path / "src")
+    (ody / "splits" / "random_split.json").unlink()
+    with pytest.raises(SplitFileError, match="random_split.json: no GUI-Odyssey split file"):
+        load_dataset("guiodyssey", ody)
+    assert {e.split for e in load_dataset("guiodyssey", ody, split_file="task").episodes} == {"train", "test"}
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ({"train": [1], "validation": [], "test": [1]}, "episode 1 is in 'train' and in 'test'"),
+        ({"train": [1], "test": [2]}, "key 'validation' must be a list"),
+        ({"train": ["1"], "validation": [], "test": []}, "not an integer episode id"),
+    ],
+)
+def test_malformed_androidcontrol_split_files_are_named(tmp_path, content, match):
+    from guirl.data.loaders._splits import SplitFileError, read_androidcontrol_splits
+
+    (tmp_path / "splits.json").write_text(json.dumps(content))
+    with pytest.raises(SplitFileError, match=match):
+        read_androidcontrol_splits(tmp_path / "splits.json")
+
+
+def test_an_episode_the_split_file_does_not_list_is_a_bad_record(tmp_path):
+    from guirl.data.loaders import SplitFileError, load_dataset
+
+    src = mf.PUBLIC["androidcontrol"](tmp_path / "src")
+    mf.write_ac_splits(src, train=[101, 102, 103, 104], validation=[105], test=[106, 107])  # 108 is in none
+    with pytest.raises(SplitFileError, match="episode 108 of 'task_unseen' is 'in no split'"):  # the subsplits name it
+        load_dataset("androidcontrol", src, image_dir=tmp_path / "o")
+    (src / "test_subsplits.json").unlink()
+    with pytest.warns(UserWarning, match="skipped 1"):
+        res = load_dataset("androidcontrol", src, image_dir=tmp_path / "o", skip_bad=True)
+    assert "episode 108 is in none of the splits" in res.skipped[0][2]
+    assert "108" not in {e.episode_id for e in res.episodes}
+
+
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("android_control_evaluation_std.jsonl", "test"),
+        ("guio_test.jsonl", "test"),
+        ("androidcontrol_high_test.parquet", "test"),
+        ("train-00000.parquet", "train"),
+        ("std.jsonl", None),
+        ("train_test.jsonl", None),
+    ],
+)
+def test_split_from_file_name(name, want):
+    from guirl.data.loaders._splits import SplitFileError, split_from_file_name
+
+    if want is None:
+        with pytest.raises(SplitFileError, match="pass split=NAME"):
+            split_from_file_name(name)
+    else:
+        assert split_from_file_name(name) == want
+
+
+def test_aitz_and_amex_splits(tmp_path):
+    from guirl.data.loaders import SplitFileError, load_dataset
+
+    aitz = mf.PUBLIC["aitz"](tmp_path / "src")
+    assert {e.split for e in load_dataset("aitz", aitz / "test").episodes} == {"test"}  # a split folder
+    assert all(
+        s.screenshot.startswith(("train/", "test/")) for e in load_dataset("aitz", aitz).episodes for s in e.steps
+    )
+    with pytest.raises(SplitFileError, match="no train/ or test/ folder"):
+        load_dataset("aitz", aitz / "train" / "general")
+    amex = mf.PUBLIC["amex"](tmp_path / "src")
+    assert {e.split for e in load_dataset("amex", amex).episodes} == {"test"}  # CES evaluates on all of AMEX
+    assert {e.split for e in load_dataset("amex", amex, split="train").episodes} == {"train"}

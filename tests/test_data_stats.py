@@ -173,3 +173,35 @@ def test_table1_for_paper(source: str, row: str | None) -> None:
     else:
         got = dict(zip(filled["column"], filled["ours"]))
         assert set(filled["row"]) == {row} and got == {"Tasks": 2.0, "Avg steps": 4.5}
+
+
+# ----------------------------------------------------------------------------- split sizes vs the papers
+def test_split_sizes_beside_the_papers():
+    click = Action("click", point=(0.5, 0.5))
+    eps = [_ep("a", [click] * 2), _ep("b", [click] * 4), _ep("c", [click] * 3, split="test")]
+    eps.append(_ep("d", [click] * 5, split="validation"))
+    df = stats.split_sizes_vs_paper(eps, "androidcontrol")
+    assert list(df.columns) == ["split", "quantity", "ours", "paper", "location"]
+    rows = {(r.split, r.quantity, r.location): (r.ours, r.paper) for r in df.itertuples()}
+    assert rows[("train", "episodes", "CCPO App. A.2 (official split)")] == (2.0, 13604.0)
+    assert rows[("test", "episodes", "CCPO App. A.2 (official split)")] == (1.0, 2855.0)
+    assert rows[("test", "steps", "Co-EPG App. A (randomly sampled step-actions)")] == (3.0, 500.0)
+    assert rows[("(all)", "steps per episode", "CCPO Table 1, App. A.2")] == (14 / 4, 5.5)
+    ours_only = df[df["location"] == ""]
+    assert set(ours_only["split"]) == {"train", "test", "validation", "(all)"}  # quantities the papers do not give
+    assert ours_only["paper"].isna().all()
+    assert df["split"].tolist()[0] == "train" and "test (all)" not in set(df["split"])  # one test split: no total
+
+
+def test_split_sizes_of_a_source_without_paper_numbers_and_of_mind2web():
+    click = Action("click", point=(0.5, 0.5))
+    eps = [_ep("a", [click], split="train")] + [_ep(s, [click] * 2, split=s) for s in ("test_task", "test_domain")]
+    mini = stats.split_sizes_vs_paper(eps, "minigui")
+    assert mini["paper"].isna().all() and len(mini) == 5 * 3  # 3 splits, test (all), (all)
+    m2w = stats.split_sizes_vs_paper(eps, "mind2web")
+    got = {(r.split, r.quantity): (r.ours, r.paper) for r in m2w.itertuples() if r.location.startswith("Co-EPG")}
+    assert got == {("train", "episodes"): (1.0, 1009.0), ("test (all)", "episodes"): (2.0, 1013.0)}
+    # a paper number for a split we do not have is still listed, with no number of ours
+    ac = stats.split_sizes_vs_paper([_ep("a", [click])], "androidcontrol")
+    missing = ac[ac["split"] == "test"]
+    assert len(missing) == 2 and missing["ours"].isna().all()

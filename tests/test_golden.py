@@ -66,7 +66,9 @@ Mapper = Callable[[dict, Protocol], tuple[ParseResult, Step]]
 
 
 def _agentcpm(r: dict, p: Protocol) -> tuple[ParseResult, Step]:
-    step = aitz.step_from_record(r["gt"], positions="normalised", off_screen=KEEP)
+    # AgentCPM-GUI's evaluator reads every listed node as a candidate (its AndroidControl mode takes
+    # the nearest ones), so all elements are candidates here
+    step = aitz.step_from_record(r["gt"], positions="normalised", off_screen=KEEP, candidates="all")
     return p.parse(r["raw_output"], FormatContext(*step.screen_size)), step
 
 
@@ -94,7 +96,8 @@ def _aitz(r: dict, p: Protocol) -> tuple[ParseResult, Step]:
     step = aitz.step_from_record(g, screen_size=tuple(g["image_size"]), positions="pixels", off_screen=KEEP)
     if r["context"]["screen_mode"] == "tag":  # the same evaluator run on set-of-marks screens
         p = replace(p, pipeline="coat_tag")
-    return p.parse(r["raw_output"], FormatContext(*step.screen_size, elements=step.candidate_boxes)), step
+    marks = tuple(e.box for e in step.elements)  # set-of-marks index every ui element
+    return p.parse(r["raw_output"], FormatContext(*step.screen_size, elements=marks)), step
 
 
 def _seeclick(r: dict, p: Protocol) -> tuple[ParseResult, Step]:

@@ -181,7 +181,7 @@ SHAPES = [
     ("aitz", [8, 1], "GENERAL-1", (100, 200), [True, False]),
     ("amex", [8, 1], "amex1", (100, 200), [True, False]),
     ("mind2web", [3, 2], "a1", (200, 100), [None, None]),
-    ("uis1", [10, 1], "std-1", (100, 200), [True, False]),  # id = file stem + line number
+    ("uis1", [10, 1], "std_test-1", (100, 200), [True, False]),  # id = file stem + line number
     ("ccpo_androidcontrol", [3], "7", (100, 200), [True]),  # the line's episode_id
     ("ccpo_guiodyssey", [5], "guio_test-1", (100, 200), [True]),
     ("ccpo_mind2web", [4], "mind2web_test-1", (200, 100), [True]),  # img_size is [height, width]
@@ -328,13 +328,15 @@ CORRUPT = [
     # AITZ touch not a [y, x] pair
     (
         "aitz",
-        lambda r: _mutate_json(r / "general/GENERAL-1/GENERAL-1.json", lambda d: d[1].update(result_touch_yx="[0.5]")),
+        lambda r: _mutate_json(
+            r / "train/general/GENERAL-1/GENERAL-1.json", lambda d: d[1].update(result_touch_yx="[0.5]")
+        ),
         "result_touch_yx",
     ),
     # AITZ missing CoAT field
     (
         "aitz",
-        lambda r: _mutate_json(r / "general/GENERAL-2/GENERAL-2.json", lambda d: d[0].pop("coat_action_desc")),
+        lambda r: _mutate_json(r / "test/general/GENERAL-2/GENERAL-2.json", lambda d: d[0].pop("coat_action_desc")),
         "coat_action_desc",
     ),
     # AMEX tap outside the 100x200 screen
@@ -350,14 +352,14 @@ CORRUPT = [
     # std: system button without a canonical key
     (
         "uis1",
-        lambda r: (r / "std.jsonl").write_text((r / "std.jsonl").read_text().replace('"Home"', '"Power"')),
+        lambda r: (r / "std_test.jsonl").write_text((r / "std_test.jsonl").read_text().replace('"Home"', '"Power"')),
         "button",
     ),
     # std: is_successful of the wrong type
     (
         "uis1",
-        lambda r: (r / "std.jsonl").write_text(
-            (r / "std.jsonl").read_text().replace('"is_successful": false', '"is_successful": "no"')
+        lambda r: (r / "std_test.jsonl").write_text(
+            (r / "std_test.jsonl").read_text().replace('"is_successful": false', '"is_successful": "no"')
         ),
         "is_successful",
     ),
@@ -375,7 +377,7 @@ def test_corruptions_name_the_key(tmp_path, name, mutate, key):
 
 
 STD_FILES = {
-    "uis1": "std.jsonl",
+    "uis1": "std_test.jsonl",
     "ccpo_androidcontrol": "android_control_test.jsonl",
     "ccpo_guiodyssey": "guio_test.jsonl",
     "ccpo_mind2web": "mind2web_test.jsonl",
@@ -417,8 +419,10 @@ def test_empty_episode_is_rejected_with_a_reason(tmp_path, name):
     if name == "guiodyssey":
         _mutate_json(root / "annotations/ody2.json", lambda d: d.update(steps=[], step_length=0))
     else:
-        lines = (root / "std.jsonl").read_text().splitlines()
-        (root / "std.jsonl").write_text("\n".join([*lines, '{"goal": "g", "is_successful": true, "steps": []}']) + "\n")
+        lines = (root / "std_test.jsonl").read_text().splitlines()
+        (root / "std_test.jsonl").write_text(
+            "\n".join([*lines, '{"goal": "g", "is_successful": true, "steps": []}']) + "\n"
+        )
     with pytest.raises(DatasetFormatError, match="the episode has no steps") as ei:
         load_dataset(name, root)
     assert ei.value.key == "steps"
@@ -506,7 +510,7 @@ def test_androidcontrol_bad_a11y_tree_is_named(tmp_path):
     w.close()
     (tmp_path / "x.tfrecord.gz").write_bytes(gzip.compress(raw.read_bytes()))
     with pytest.raises(DatasetFormatError) as ei:
-        load_dataset("androidcontrol", tmp_path / "x.tfrecord.gz", image_dir=tmp_path / "o")
+        load_dataset("androidcontrol", tmp_path / "x.tfrecord.gz", image_dir=tmp_path / "o", split="train")
     assert ei.value.key == "accessibility_trees" and "step 0" in ei.value.record
 
 
@@ -529,7 +533,7 @@ def test_aitw_tap_threshold_boundary(tmp_path):
     """0.04 normalised (AITW): 0.035 apart is a tap, 0.045 a swipe."""
     assert TAP_DISTANCE_THRESHOLD == 0.04
     root = mf.make_aitz(tmp_path)
-    f = root / "general/GENERAL-1/GENERAL-1.json"
+    f = root / "train/general/GENERAL-1/GENERAL-1.json"
     _mutate_json(
         f,
         lambda d: (
@@ -719,7 +723,7 @@ def test_real_guiodyssey_file_direction_is_the_content_sense():
 def test_real_aitz_example_and_release_layouts(tmp_path):
     import shutil
 
-    ex = load_dataset("aitz", REAL / "aitz_example")
+    ex = load_dataset("aitz", REAL / "aitz_example", split="test")
     assert ex.counts() == {"loaded": 1, "adjusted": 1, "adjustments": 4, "rejected": 0}  # 4 screenshots beside the JSON
     assert all("beside the episode JSON" in w for _, _, w in ex.adjusted)
     ep = "GOOGLE_APPS-523638528775825151"

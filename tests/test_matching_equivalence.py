@@ -318,6 +318,12 @@ def _coepg(p, g, gr, cfg):
     return type(r)(r.total, {k: r.components[k] for k in _OLD_COEPG_KEYS})
 
 
+def _no_point_no_confidence(gr):
+    """The grounding as the legacy reward must see it to weigh a grounder without a point 0 under
+    both readings of eq. 5 (the legacy code did so under "prob" only): no coordinate log-probs."""
+    return [{**g, "token_logprobs": []} if g["point"] is None else g for g in gr]
+
+
 def _no_distance(r):
     return type(r)(r.total, {k: v for k, v in r.components.items() if k != "distance"})
 
@@ -347,12 +353,14 @@ REWARD_PAIRS = [
     (
         "coepg",
         lambda p, g, og, gr: _coepg(p, g, gr, CoEPGConfig(priors=())),
-        lambda p, g, og, gr: old_coepg.coepg_reward(p, og, grounding=gr),
+        lambda p, g, og, gr: old_coepg.coepg_reward(p, og, grounding=_no_point_no_confidence(gr)),
     ),
     (
         "coepg_prob",
         lambda p, g, og, gr: _coepg(p, g, gr, CoEPGConfig(priors=(), confidence="prob")),
-        lambda p, g, og, gr: old_coepg.coepg_reward(p, og, grounding=gr, cfg=old_coepg.CoEPGConfig(confidence="prob")),
+        lambda p, g, og, gr: old_coepg.coepg_reward(
+            p, og, grounding=_no_point_no_confidence(gr), cfg=old_coepg.CoEPGConfig(confidence="prob")
+        ),
     ),
     ("semi_online", lambda p, g, og, gr: uis1_reward(p, g), lambda p, g, og, gr: old_uis1.uis1_reward(p, og)),
     (

@@ -149,3 +149,46 @@ def test_write_predictions_sorted_and_roundtrips(tmp_path: Path) -> None:
     # the same predictions with keys in another order give the same bytes
     again = write_predictions([dict(reversed(list(r.items()))) for r in recs], tmp_path / "again.jsonl")
     assert again.read_bytes() == path.read_bytes()
+
+
+# ----------------------------------------------------------------------------- scoring boxes
+def _screen_episode() -> Episode:
+    """A list row (clickable) holding a text label and a "more" button (clickable); the gt click is
+    on the label. The step's candidate boxes are the clickable elements containing the gt point
+    (the row only), its elements the whole screen."""
+    from guirl.data.schema import UIElement
+
+    row, label, more = (0.0, 0.3, 1.0, 0.5), (0.1, 0.35, 0.5, 0.45), (0.7, 0.35, 0.9, 0.45)
+    elements = tuple(
+        UIElement(str(i), b, clickable=c) for i, (b, c) in enumerate([(row, True), (label, False), (more, True)])
+    )
+    step = Step(
+        0,
+        "s0.png",
+        (W, H),
+        Action("click", point=(0.3, 0.4)),
+        target_box=row,
+        candidate_boxes=(row,),
+        elements=elements,
+    )
+    return Episode("ep-screen", "open the first item", (step,), source="test", split="test")
+
+
+def test_smallest_element_rule_reads_every_element_of_the_screen():
+    # Co-EPG App. A: a point is mapped to the smallest visible element containing it; a click on the
+    # row's "more" button is another element than the label the gt clicked, though both lie in the row
+    from guirl.metrics.records import scoring_boxes
+
+    ep = _screen_episode()
+    assert scoring_boxes(ep.steps[0], "coepg") == tuple(e.box for e in ep.steps[0].elements)
+    assert scoring_boxes(ep.steps[0], "ces_paper") == ep.steps[0].candidate_boxes  # other rules: the target's boxes
+    on_more = record(ep, 0, text_of(Action("click", point=(0.8, 0.4))), protocol="coepg")
+    on_label = record(ep, 0, text_of(Action("click", point=(0.2, 0.42))), protocol="coepg")
+    assert (on_more["grounding"], on_label["grounding"]) == (False, True)
+    # the check can fail: with the candidate boxes alone both clicks map to the row
+    from guirl.metrics import score_step
+
+    s = score_step(
+        Action("click", point=(0.8, 0.4)), ep.steps[0].action, "coepg", candidate_boxes=ep.steps[0].candidate_boxes
+    )
+    assert s.grounding is True

@@ -89,6 +89,32 @@ CASES = [
     # CES as released falls back to 0.14; the paper's GR is the box only
     ("ces_dist_fallback", "ces", click(0.6, 0.5), GT_C, {"gt_box": BOX}, (True, True, True)),
     ("ces_paper_box_only", "ces_paper", click(0.6, 0.5), GT_C, {"gt_box": BOX}, (True, False, False)),
+    # ... and the acted element's box only: another candidate box on the screen does not count
+    (
+        "ces_paper_other_candidate",
+        "ces_paper",
+        click(0.85, 0.85),
+        GT_C,
+        {"gt_box": BOX, "candidate_boxes": [BOX, FAR_BOX]},
+        (True, False, False),
+    ),
+    (
+        "ces_paper_gt_among_candidates",
+        "ces_paper",
+        click(0.52, 0.5),
+        GT_C,
+        {"gt_box": BOX, "candidate_boxes": [BOX, FAR_BOX]},
+        (True, True, True),
+    ),
+    # the released CES code accepts a click in any listed box
+    (
+        "ces_any_candidate",
+        "ces",
+        click(0.85, 0.85),
+        GT_C,
+        {"gt_box": BOX, "candidate_boxes": [FAR_BOX]},
+        (True, True, True),
+    ),
     # AgentCPM: a candidate box that does not contain the gt point does not help
     (
         "agentcpm_box_not_containing_gt",

@@ -233,6 +233,9 @@ def minigui_state(data: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*.jsonl"))}
 
 
+MINIGUI_TEST = ("test_in_domain", "test_unseen_task", "test_unseen_app")
+
+
 def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
     cfg = check_saved_config_is_the_one_used(out)
     n_tasks = cfg.data.n_train_tasks + cfg.data.n_test_tasks
@@ -240,6 +243,13 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
     assert {r["split"] for r in splits} == {"train", "test_in_domain", "test_unseen_task", "test_unseen_app"}
     assert sum(r["n_tasks"] for r in splits) == n_tasks == 18  # the smoke overlay's MiniGUI size
     in_range(splits, lambda k: k == "target_box_share", 0.0, 1.0)
+    # 4 splits, the test splits together, the whole set; 3 quantities each; MiniGUI has no paper number
+    sizes = out.table("split_sizes_vs_paper", rows=18)
+    assert [r["split"] for r in sizes[::3]] == ["train", *sorted(set(MINIGUI_TEST)), "test (all)", "(all)"]
+    assert all(r["paper"] is None and r["location"] == "" for r in sizes)
+    counted = {(r["split"], r["quantity"]): r["ours"] for r in sizes}
+    assert counted[("(all)", "episodes")] == n_tasks
+    assert counted[("test (all)", "episodes")] == sum(r["n_tasks"] for r in splits if r["split"] != "train")
     actions = out.table("action_types", rows=lambda n: n >= 3)
     assert math.isclose(sum(r["share"] for r in actions), 1.0) and in_range(actions, "share".__eq__, 0.0, 1.0)
     assert sum(r["n_steps"] for r in actions) == sum(r["n_steps"] for r in splits)

@@ -309,6 +309,17 @@ class TestCoEPG:
         plan, w, _ = coepg_plan_reward(g, CLICK_GT, CoEPGConfig(priors=()))
         assert w == [0.0, 1.0] and plan == 1.0
 
+    @pytest.mark.parametrize("confidence", ["logprob", "prob"])
+    def test_model_with_digits_but_no_usable_point_gets_no_weight(self, confidence):
+        # an answer with digits (its coordinate tokens have log-probs) that parses as no point on the
+        # screen: weight 0 under both readings of eq. 5, so the answering model keeps the full weight
+        g = [{"point": None, "token_logprobs": [-0.01, -0.02]}, {"point": [0.5, 0.45], "token_logprobs": [-1.0]}]
+        plan, w, hits = coepg_plan_reward(g, CLICK_GT, CoEPGConfig(priors=(), confidence=confidence))
+        assert w == [0.0, 1.0] and hits == [False, True] and plan == 1.0
+        # the ablations keep their fixed weights: the model without a point misses
+        avg, w_avg, _ = coepg_plan_reward(g, CLICK_GT, CoEPGConfig(priors=(), weighting="average"))
+        assert w_avg == [0.5, 0.5] and avg == 0.5
+
     def test_default_priors_are_the_papers_1_1_2(self):
         # Co-EPG App. B (line 379) and App. C (line 383): priors 1:1:2 for (72B, 32B, phi_k)
         assert CoEPGConfig().priors == (1.0, 1.0, 2.0) == PAPER_PRIORS

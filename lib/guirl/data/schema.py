@@ -19,7 +19,19 @@ from typing import Any, Iterable, Iterator
 
 from guirl.actions import Action, ActionError
 
-SPLITS = ("train", "test_in_domain", "test_unseen_task", "test_unseen_app", "test")
+#: Split names the writers use: MiniGUI's four (``guirl.env.export``), the public data sets' official
+#: ones (``train``, ``validation``, ``test``; Mind2Web's three test splits) (``guirl.data.loaders._splits``).
+SPLITS = (
+    "train",
+    "validation",
+    "test",
+    "test_in_domain",
+    "test_unseen_task",
+    "test_unseen_app",
+    "test_task",
+    "test_website",
+    "test_domain",
+)
 
 
 class SchemaError(ValueError):

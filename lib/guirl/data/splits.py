@@ -12,16 +12,27 @@ Both writers record in ``manifest.json`` how many episodes and steps they wrote 
 in ``counts``, a converted dataset in ``n_episodes`` / ``n_steps``); :func:`load_splits` checks the
 files it reads against them, so a file cut short at a line boundary is an error, not half a data
 set. :func:`check_written` does the same for any other file a manifest counts.
+
+No test episode reaches training: training reads ``train`` only, evaluation every split but
+``train`` and ``validation`` (:func:`is_test_split`), and :func:`load_splits` refuses a folder
+where one episode id is in ``train`` and in another split (:func:`check_disjoint`). The loaders
+take each split from the data set's official split files or the papers' rule
+(:mod:`guirl.data.loaders._splits`); :func:`subsplits` gives the views of AndroidControl's
+(overlapping) test subsplits.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from guirl.data.schema import Episode, SchemaError, read_episodes
+
+#: Splits that hold no test data: what training reads and the official validation split.
+NOT_TEST: tuple[str, ...] = ("train", "validation")
 
 
 @dataclass(frozen=True)
@@ -61,8 +72,9 @@ def load_splits(root: str | Path) -> dict[str, Split]:
     A published folder (a link to a version, :mod:`guirl.data.publish`) is read at the version it
     points to when called, which a rebuild meanwhile leaves in place: the splits and their image
     folders are of one build. Raises :class:`~guirl.data.schema.SchemaError` naming ``root`` when
-    neither layout is there,
-    and naming the file whose episode or step count differs from the manifest's.
+    neither layout is there, naming the file whose episode or step count differs from the
+    manifest's, and naming the episodes that are in ``train`` and in another split
+    (:func:`check_disjoint`).
     """
     from guirl.data.publish import use_published
 
@@ -91,7 +103,43 @@ def load_splits(root: str | Path) -> dict[str, Split]:
             f"{root}: no episodes.jsonl and no <split>/episodes.jsonl; prepare the data first "
             "(make nb-00_data_prep, with -p source NAME for a public dataset)"
         )
+    check_disjoint({k: v.episodes for k, v in out.items()}, root)
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != "train", kv[0])))
+
+
+def is_test_split(name: str) -> bool:
+    """Whether split ``name`` is test data (every split but :data:`NOT_TEST`)."""
+    return name not in NOT_TEST
+
+
+def check_disjoint(groups: dict[str, Sequence[Episode]], where: str | Path) -> None:
+    """Raise :class:`~guirl.data.schema.SchemaError` naming ``where`` and the episode ids when an
+    episode id of ``groups["train"]`` is also in another split (a test episode would be trained
+    on)."""
+    train = {e.episode_id for e in groups.get("train", ())}
+    for name, eps in groups.items():
+        if name == "train":
+            continue
+        both = sorted(train & {e.episode_id for e in eps})
+        if both:
+            raise SchemaError(
+                f"{where}: episode(s) {both[:5]} are in 'train' and in {name!r}; a test episode must never be "
+                "trained on: convert the data again with its official split files (make nb-00_data_prep)"
+            )
+
+
+def subsplits(split: Split, key: str = "test_subsplits") -> dict[str, Split]:
+    """Views of ``split`` by the subsplit names its episodes list in ``Episode.extra[key]``
+    (AndroidControl's ``IDD``, ``app_unseen``, ``task_unseen``, ``category_unseen``; an episode
+    may be in several), named ``"<split>/<subsplit>"``, sorted by name; ``{}`` when no episode
+    lists one."""
+    names = sorted({n for e in split.episodes for n in (e.extra.get(key) or ())})
+    return {
+        f"{split.name}/{n}": replace(
+            split, name=f"{split.name}/{n}", episodes=tuple(e for e in split.episodes if n in (e.extra.get(key) or ()))
+        )
+        for n in names
+    }
 
 
 def swap_goals(split: Split, seed: int) -> Split:

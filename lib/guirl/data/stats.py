@@ -30,6 +30,8 @@ __all__ = [
     "episode_lengths",
     "length_summary",
     "split_summary",
+    "PAPER_SPLIT_SIZES",
+    "split_sizes_vs_paper",
     "sample_steps",
     "draw_step",
 ]
@@ -149,6 +151,83 @@ def split_summary(episodes: Iterable[Episode]) -> pd.DataFrame:
         for k, v in sorted(acc.items())
     ]
     return pd.DataFrame(rows, columns=["split", "n_tasks", "n_steps", "steps_per_task", "target_box_share"])
+
+
+#: The papers' sizes of each data set's splits: ``(split, quantity, number, location)`` with
+#: quantity ``episodes``, ``steps`` or ``steps per episode``; ``(all)`` is the whole data set and
+#: ``test (all)`` Mind2Web's three test splits together. A source the papers do not size (MiniGUI)
+#: has none. Samples drawn from a split (CES App. B.1) are not split sizes and are not listed.
+PAPER_SPLIT_SIZES: dict[str, tuple[tuple[str, str, float, str], ...]] = {
+    "androidcontrol": (
+        ("train", "episodes", 13604, "CCPO App. A.2 (official split)"),
+        ("test", "episodes", 2855, "CCPO App. A.2 (official split)"),
+        ("test", "steps", 500, "Co-EPG App. A (randomly sampled step-actions)"),
+        ("(all)", "episodes", 15283, "CCPO Table 1, App. A.2"),
+        ("(all)", "steps per episode", 5.5, "CCPO Table 1, App. A.2"),
+    ),
+    "guiodyssey": (
+        ("(all)", "episodes", 8334, "CCPO App. A.2; CES App. B.3"),
+        ("(all)", "episodes", 7735, "CCPO Table 1"),
+        ("(all)", "steps per episode", 15.3, "CCPO App. A.2; CES Sec. 5.1, App. B.3"),
+        ("(all)", "steps per episode", 15.4, "CCPO Table 1"),
+    ),
+    "mind2web": (
+        ("train", "episodes", 1009, "Co-EPG App. A"),
+        ("test (all)", "episodes", 1013, "Co-EPG App. A (cross-task, cross-website, cross-domain)"),
+        ("(all)", "episodes", 2350, "CCPO Table 1"),
+        ("(all)", "steps per episode", 7.3, "CCPO Table 1"),
+    ),
+    "aitz": (
+        ("(all)", "episodes", 2504, "CES App. B.3"),
+        ("(all)", "steps", 18643, "CES App. B.3 (screen-action pairs)"),
+        ("(all)", "steps per episode", 7.5, "CES Sec. 5.1"),
+    ),
+    "amex": (
+        ("(all)", "episodes", 3000, "CES App. B.3 (about 3,000 instructions)"),
+        ("(all)", "steps per episode", 12.8, "CES Sec. 5.1, App. B.3"),
+    ),
+}
+PAPER_SPLIT_SIZES["ccpo_androidcontrol"] = PAPER_SPLIT_SIZES["uis1"] = PAPER_SPLIT_SIZES["androidcontrol"]
+PAPER_SPLIT_SIZES["ccpo_guiodyssey"] = PAPER_SPLIT_SIZES["guiodyssey"]
+PAPER_SPLIT_SIZES["ccpo_mind2web"] = PAPER_SPLIT_SIZES["mind2web"]
+
+
+def _sizes(eps: Sequence[Episode]) -> dict[str, float]:
+    n, steps = len(eps), sum(len(e.steps) for e in eps)
+    return {"episodes": float(n), "steps": float(steps), "steps per episode": steps / n if n else float("nan")}
+
+
+def split_sizes_vs_paper(episodes: Iterable[Episode], source: str) -> pd.DataFrame:
+    """Our split sizes beside the papers' (:data:`PAPER_SPLIT_SIZES`): one row per split (then
+    ``test (all)`` when there are several test splits, then ``(all)``) and quantity (``episodes``,
+    ``steps``, ``steps per episode``), columns ``split, quantity, ours, paper, location``; a paper
+    number with no split of ours by that name has ``ours`` NaN, a split the papers do not size has
+    ``paper`` NaN and an empty ``location``."""
+    eps = list(episodes)
+    groups: dict[str, list[Episode]] = {}
+    for e in eps:
+        groups.setdefault(e.split, []).append(e)
+    order = sorted(groups, key=lambda k: (k != "train", k == "validation", k))
+    ours = {k: _sizes(groups[k]) for k in order}
+    tests = [k for k in order if k not in ("train", "validation")]
+    if len(tests) > 1:
+        ours["test (all)"] = _sizes([e for k in tests for e in groups[k]])
+    ours["(all)"] = _sizes(eps)
+    paper = PAPER_SPLIT_SIZES.get(source, ())
+    rows = []
+    for split, sizes in ours.items():
+        for quantity, value in sizes.items():
+            cited = [(num, where) for sp, q, num, where in paper if sp == split and q == quantity]
+            for num, where in cited or [(float("nan"), "")]:
+                rows.append(
+                    {"split": split, "quantity": quantity, "ours": value, "paper": float(num), "location": where}
+                )
+    for split, quantity, num, where in paper:
+        if split not in ours:
+            rows.append(
+                {"split": split, "quantity": quantity, "ours": float("nan"), "paper": float(num), "location": where}
+            )
+    return pd.DataFrame(rows, columns=["split", "quantity", "ours", "paper", "location"])
 
 
 #: CCPO Table 1's row for each data source this repository converts (MiniGUI has none).

@@ -192,11 +192,12 @@ _EVALUATORS: tuple[RuleSet, ...] = (
         ArgumentRule(scroll_direction_checked=False),
         source="CES verl/utils/reward_score/gui.py::acc_reward",
     ),
-    # CES Sec. 5.1 (CES-28/29): GR = the point inside the gt box; SR = type and parameters:
-    # point in the box, same scroll direction, text F1 > 0.5.
+    # CES Sec. 5.1 (CES-28/29): GR = the point inside the gt box (the acted element's box; no
+    # other candidate box, no distance fallback); SR = type and parameters: point in the box,
+    # same scroll direction, text F1 > 0.5.
     RuleSet(
         "ces_paper",
-        ClickRule(box_mode="any_candidate"),
+        ClickRule(box_mode="gt_box"),
         _SET_F1_STRICT,
         ArgumentRule(scroll_convention="content"),
         source="CES Sec. 5.1 (GR / SR definitions)",

@@ -9,6 +9,7 @@ See ``docs/metrics.md`` for which paper reports with which protocol.
 from guirl.metrics.bootstrap import bootstrap_means, mean_with_ci, rate_with_ci
 from guirl.metrics.episode import aggregate_episodes, episode_success, goal_progress
 from guirl.metrics.protocols import PROTOCOLS, Protocol, get_protocol
+from guirl.metrics.records import scoring_boxes
 from guirl.metrics.step import (
     StepScore,
     aggregate_steps,
@@ -20,6 +21,7 @@ __all__ = [
     "PROTOCOLS",
     "Protocol",
     "get_protocol",
+    "scoring_boxes",
     "StepScore",
     "score_step",
     "aggregate_steps",

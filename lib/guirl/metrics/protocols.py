@@ -323,8 +323,8 @@ PROTOCOLS: dict[str, Protocol] = {
             pipeline="ces",
             variant_of="ces",
             changes=(
-                "a click is right only inside the gt box (no 0.14 fallback) and a scroll needs the gt's direction "
-                "(a scroll() without one is wrong)"
+                "a click is right only inside the gt box, the acted element's (no other candidate box, no 0.14 "
+                "fallback) and a scroll needs the gt's direction (a scroll() without one is wrong)"
             ),
         ),
         Protocol(

@@ -16,11 +16,16 @@ from typing import Any
 
 from guirl.actions import Action
 from guirl.actions.formats import get_format
-from guirl.data.schema import Episode
+from guirl.data.schema import Episode, Step
+from guirl.metrics.protocols import get_protocol
 from guirl.metrics.step import score_step
 from guirl.prompts import format_context
 
-__all__ = ["PREDICTION_FIELDS", "prediction_record", "write_predictions"]
+__all__ = ["PREDICTION_FIELDS", "SCREEN_BOX_MODES", "scoring_boxes", "prediction_record", "write_predictions"]
+
+#: Click rules that map a point to the element under it among every element of the screen
+#: (Co-EPG App. A: "the smallest visible element" containing the point, UGround's mapping).
+SCREEN_BOX_MODES = frozenset({"smallest_element"})
 
 #: Fields of one prediction record (what public scorers read).
 PREDICTION_FIELDS = (
@@ -51,6 +56,16 @@ PREDICTION_FIELDS = (
 )
 
 
+def scoring_boxes(step: Step, protocol: str) -> tuple[tuple[float, float, float, float], ...]:
+    """The boxes ``protocol``'s click rule reads for ``step``: every element of the screen
+    (``Step.elements``) for a rule of :data:`SCREEN_BOX_MODES` when the step has elements, else
+    the step's candidate boxes (the boxes around the acted element, ``docs/dataset-formats.md``)."""
+    mode = get_protocol(protocol).rules.click.box_mode
+    if mode in SCREEN_BOX_MODES and step.elements:
+        return tuple(e.box for e in step.elements)
+    return tuple(step.candidate_boxes)
+
+
 def _point(a: Action | None) -> list[float] | None:
     return list(a.point) if a is not None and a.point is not None else None
 
@@ -74,7 +89,8 @@ def prediction_record(
     ``min_pixels`` / ``max_pixels`` give the coordinate space the model saw. Points are
     normalised to ``[0, 1]`` of the screen. ``grounding`` is ``None`` on steps without a
     ground-truth coordinate; ``counted`` is ``False`` on steps the protocol leaves out of its
-    step-success denominator (e.g. GUI-R1's press / wait / terminate steps).
+    step-success denominator (e.g. GUI-R1's press / wait / terminate steps). The click rule reads
+    :func:`scoring_boxes`.
     """
     step = episode.steps[t]
     ctx = format_context(step.screen_size, min_pixels, max_pixels)
@@ -84,7 +100,7 @@ def prediction_record(
         step.action,
         protocol,
         gt_box=step.target_box,
-        candidate_boxes=step.candidate_boxes,
+        candidate_boxes=scoring_boxes(step, protocol),
         screen_size=step.screen_size,
     )
     pred = parsed.action

@@ -322,7 +322,8 @@ def stage_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 class System:
     """One row of CES Tables 1-3: which trained parts the loop uses (``coordinator`` /
     ``tracker``: ``"warmup"``, ``"rl"`` or ``None``), the Coordinator's memory (``"tracker"`` or
-    ``"actions"``) and, without a Coordinator, the Executor's instruction (``"none"`` / ``"goal"``)."""
+    ``"actions"``) and, without a Coordinator, the Executor's instruction (``"none"`` / ``"goal"`` /
+    ``"goal_and_state"``: :class:`guirl.methods.ces.agent.CESAgent`)."""
 
     name: str
     coordinator: str | None = None
@@ -338,7 +339,7 @@ SYSTEMS: dict[str, System] = {
         System("Executor alone"),
         System("CES-P (warm-up)", "warmup", "warmup"),
         System("CES", "rl", "rl"),
-        System("w/o Coordinator", instruction="goal"),
+        System("w/o Coordinator", None, "rl", instruction="goal_and_state"),  # CES Sec. 5.3: the tracker stays
         System("w/o State Tracker", "rl", None, memory="actions"),
     )
 }

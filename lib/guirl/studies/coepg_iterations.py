@@ -26,7 +26,8 @@ recorded inputs are unchanged is reused):
 
 Evaluation (:func:`evaluate_models`): every agent on the same test steps: ``coepg.eval_steps``
 steps of each test split, taken from its episodes in a seeded random order (App. A samples 500
-step-actions at random), answered greedily, scored with ``eval.protocol``; the dual model through
+step-actions at random), answered greedily, scored with Co-EPG's own protocol (the smallest-element
+rule; Mind2Web's on Mind2Web); the dual model through
 :class:`guirl.methods.coepg.agent.PlannerGrounderAgent` and
 :func:`guirl.studies.shared.evaluation.evaluate_offline`. Averages over the splits (Avg SR, as
 Table 6) pool their steps (equal counts per split). GRPO stages run ``coepg.n_runs`` training
@@ -247,7 +248,9 @@ def pool_stages(s: Setup) -> dict[str, list[Stage]]:
 def initial_pools(s: Setup, results: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[Pool, Pool, list[str]]:
     """``(Pi_0, Phi_0, auxiliary grounders)`` from the config's checkpoint lists or the pool models
     trained (``results``: :func:`pool_stages`' kinds -> their results). The auxiliary grounders
-    of C-DREM are ``coepg.grounders``, or the verifier pool when that list is empty."""
+    of C-DREM are ``coepg.grounders``, or the verifier pool when that list is empty. A grounder or
+    verifier given as an endpoint URL is served (:func:`guirl.methods.coepg.grounding.grounder_source`)."""
+    from guirl.methods.coepg.grounding import grounder_source
     from guirl.paths import resolve_repo_path
 
     sec = coepg_section(s.cfg)
@@ -257,9 +260,18 @@ def initial_pools(s: Setup, results: Mapping[str, Sequence[Mapping[str, Any]]]) 
             return [str(resolve_repo_path(p)) for p in listed]
         return [str(r["final"]) for r in results.get(kind, [])]
 
+    served = s.run_dir / "served"
     planners = Pool(tuple(members(sec.planners, "planners")), sec.pool_size)
-    verifiers = Pool(tuple(members(sec.verifiers, "verifiers")), sec.pool_size)
-    aux = [str(resolve_repo_path(p)) for p in sec.grounders] if sec.grounders else list(verifiers.members)
+    verifiers = Pool(
+        tuple(str(grounder_source(p, served / f"verifier{j}")) for j, p in enumerate(sec.verifiers))
+        or tuple(members([], "verifiers")),
+        sec.pool_size,
+    )
+    aux = (
+        [str(grounder_source(p, served / f"grounder{j}")) for j, p in enumerate(sec.grounders)]
+        if sec.grounders
+        else list(verifiers.members)
+    )
     return planners, verifiers, aux
 
 
@@ -701,36 +713,41 @@ def evaluate_models(
     *,
     labels: Mapping[str, Mapping[str, Any]] | None = None,
     progress: bool = True,
+    level: str = "High",
 ) -> list[dict[str, Any]]:
     """Prediction records of every model (a function building an agent or policy, called once) on
     the first ``coepg.eval_steps`` steps of each split (:func:`eval_order`), greedy, history of
-    ``coepg.n_history`` actions as text, ``eval.protocol``; ``labels[name]`` is added to that
-    model's records (``seed``: 0 unless given). A name ``"<model>#<anything>"`` is recorded as
-    ``<model>`` (the seeds of one model, told apart by their ``seed`` label)."""
+    ``coepg.n_history`` actions as text, scored with Co-EPG's own protocol
+    (:func:`guirl.methods.coepg.evaluation.eval_protocol`: the smallest-element rule, or Mind2Web's),
+    at instruction ``level`` (``"High"`` or ``"Low"``, Table 2; recorded as the ``level`` label);
+    ``labels[name]`` is added to that model's records (``seed``: 0 unless given). A name
+    ``"<model>#<anything>"`` is recorded as ``<model>`` (the seeds of one model, told apart by their
+    ``seed`` label)."""
     from tqdm.auto import tqdm
 
+    from guirl.methods.coepg.evaluation import agent_at_level, eval_protocol, level_spec
     from guirl.prompts import prompt_spec
     from guirl.studies.shared.evaluation import evaluate_offline
 
     sec = coepg_section(cfg)
     lo, hi = pixel_budget(cfg)
-    spec = prompt_spec(cfg, f"{sec.n_history}A")
+    spec = level_spec(prompt_spec(cfg, f"{sec.n_history}A"), level)
     out: list[dict[str, Any]] = []
     for name, build in tqdm(models.items(), desc="evaluation", disable=not progress):
-        agent = build()
+        agent = agent_at_level(build(), level)
         for split_name, sp in splits.items():
             out += evaluate_offline(
                 agent,
                 sp.episodes,
                 spec,
-                protocol=cfg.eval.protocol,
+                protocol=eval_protocol(cfg.data.source),
                 image_root=sp.image_root,
                 min_pixels=lo,
                 max_pixels=hi,
                 model_name=name.split("#")[0],
                 split=split_name,
                 max_steps=sec.eval_steps,
-                labels={"seed": 0, **dict((labels or {}).get(name, {}))},
+                labels={"seed": 0, "level": level, **dict((labels or {}).get(name, {}))},
             )
         del agent
     return out

@@ -145,7 +145,9 @@ def args_to_action(args: Any, ctx: FormatContext, space_kind: str = "resized") -
         if "text" not in args:
             raise FormatFail(f"{kind} needs field 'text'")
         t = {"type": ActionType.TYPE, "answer": ActionType.ANSWER, "open": ActionType.OPEN_APP}[kind]
-        return Action(t, text=text_arg(args["text"], "text"))
+        # a web type acts on an element (Mind2Web): its point, when the answer gives one
+        p = coord("coordinate") if kind == "type" and args.get("coordinate") is not None else None
+        return Action(t, text=text_arg(args["text"], "text"), point=p)
     if kind == "system_button":
         b = args.get("button")
         if not isinstance(b, str) or b.strip().lower() not in _BUTTONS:
@@ -185,6 +187,8 @@ def action_to_args(a: Action, ctx: FormatContext, space_kind: str = "resized") -
             d["coordinate"] = fmt_point(space, a.point)
         return d
     if t is ActionType.TYPE:
+        if a.point is not None:  # a web type's element (Mind2Web); a phone types into the focused field
+            return {"action": "type", "text": a.text, "coordinate": fmt_point(space, a.point)}
         return {"action": "type", "text": a.text}
     if t is ActionType.ANSWER:
         return {"action": "answer", "text": a.text}

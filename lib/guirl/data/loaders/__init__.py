@@ -21,7 +21,9 @@ from guirl.data.loaders.guiodyssey import load_guiodyssey
 from guirl.data.loaders.guir1 import load_guir1
 from guirl.data.loaders.mind2web import load_mind2web
 from guirl.data.loaders.uis1 import load_ccpo_androidcontrol, load_ccpo_guiodyssey, load_ccpo_mind2web, load_uis1
+from guirl.data.loaders._splits import SplitFileError
 from guirl.data.schema import write_episodes
+from guirl.data.splits import check_disjoint
 
 LOADERS: dict[str, Callable[..., LoadResult]] = {
     "androidcontrol": load_androidcontrol,
@@ -54,7 +56,9 @@ def convert_dataset(
     name: str, path: str | Path, out_dir: str | Path, *, skip_bad: bool = False, **kwargs: Any
 ) -> tuple[dict[str, Path], LoadResult]:
     """Load dataset ``name`` from ``path`` and write ``out_dir/episodes.jsonl`` and
-    ``out_dir/manifest.json``.
+    ``out_dir/manifest.json``. Each episode carries its split (the data set's official split files
+    or the papers' rule: :mod:`guirl.data.loaders._splits`); an episode id in ``train`` and in
+    another split stops the conversion (:func:`guirl.data.splits.check_disjoint`).
 
     Screenshots of embedded formats are written under ``out_dir`` (``image_dir=out_dir``);
     for the others they stay in the dataset folder. ``manifest.json`` records ``image_root``
@@ -66,6 +70,10 @@ def convert_dataset(
     if name in EMBEDS_IMAGES:
         kwargs.setdefault("image_dir", out)
     res = load_dataset(name, path, skip_bad=skip_bad, **kwargs)
+    groups: dict[str, list] = {}
+    for ep in res.episodes:
+        groups.setdefault(ep.split, []).append(ep)
+    check_disjoint(groups, path)
     image_root = Path(kwargs["image_dir"]) if name in EMBEDS_IMAGES else Path(path)
     if image_root.is_file():
         image_root = image_root.parent
@@ -77,6 +85,7 @@ def convert_dataset(
         "image_root": str(image_root.resolve()),
         "n_episodes": len(res.episodes),
         "n_steps": sum(len(e.steps) for e in res.episodes),
+        "splits": {k: {"episodes": len(v), "steps": sum(len(e.steps) for e in v)} for k, v in sorted(groups.items())},
         "skipped": [list(s) for s in res.skipped],
         "adjusted": [list(a) for a in res.adjusted],
         "counts": res.counts(),
@@ -86,4 +95,13 @@ def convert_dataset(
     return {"episodes": ep_path, "manifest": man_path, "image_root": image_root}, res
 
 
-__all__ = ["LOADERS", "EMBEDS_IMAGES", "load_dataset", "convert_dataset", "LoadResult", "DatasetFormatError", *[f"load_{n}" for n in LOADERS]]
+__all__ = [
+    "LOADERS",
+    "EMBEDS_IMAGES",
+    "load_dataset",
+    "convert_dataset",
+    "LoadResult",
+    "DatasetFormatError",
+    "SplitFileError",
+    *[f"load_{n}" for n in LOADERS],
+]

@@ -29,15 +29,22 @@ evaluator compares, and it wins; a disagreement is counted as an adjustment.
 Chain-of-action (CoAT) annotations: ``coat_screen_desc`` -> ``screen_description``,
 ``coat_action_think`` -> ``intention``, ``coat_action_desc`` -> ``low_level_instruction``,
 ``coat_action_result`` -> ``step.extra["action_result"]``.
+
+Candidate boxes: every ``ui_positions`` element is kept in ``Step.elements``; ``candidate_boxes``
+holds only the elements containing a tap's point (smallest first), so that an evaluator or a
+reward accepting a click "in any candidate box" cannot accept another element of the screen
+(:func:`step_from_record`, ``candidates=``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import AITZ_SPLITS, SplitFileError
 from guirl.data.loaders._common import (
     check_path,
     Ctx,
@@ -59,6 +66,8 @@ from guirl.data.schema import Episode, Step, UIElement
 
 NAME = "aitz"
 POSITIONS = ("pixels", "normalised")
+#: Values of ``candidates=`` (:func:`step_from_record`).
+CANDIDATES = ("containing", "all")
 #: AITW: touch-lift distance (normalised, Euclidean in y/x) at or below which a dual point is a tap.
 TAP_DISTANCE_THRESHOLD = 0.04
 _SIMPLE = {
@@ -139,6 +148,17 @@ def elements_from_record(
     return elements
 
 
+def containing_boxes(point: tuple[float, float] | None, boxes: Any) -> tuple[Any, ...]:
+    """The boxes of ``boxes`` that contain ``point`` (edges included), smallest area first (a tie
+    keeps the listed order); ``()`` without a point. These are a step's candidate boxes: the acted
+    element and the elements around it, never the rest of the screen."""
+    if point is None:
+        return ()
+    x, y = point
+    inside = [b for b in boxes if b[0] <= x <= b[2] and b[1] <= y <= b[3]]
+    return tuple(sorted(inside, key=lambda b: (b[2] - b[0]) * (b[3] - b[1])))
+
+
 def step_from_record(
     s: dict,
     *,
@@ -147,14 +167,22 @@ def step_from_record(
     off_screen: str = "clip",
     ctx: Ctx | None = None,
     screenshot: str | None = None,
+    candidates: str = "containing",
 ) -> Step:
     """One AITZ-style step record as a :class:`Step` (no file access).
 
     ``screen_size``: ``(width, height)``; by default the record's ``image_width`` /
     ``image_height`` (AgentCPM-GUI's records carry them). ``positions``: the units of
     ``ui_positions`` (``"pixels"`` in AITZ, ``"normalised"`` in AgentCPM-GUI's test records).
-    The CoAT annotations (``coat_*``) are mapped when present.
+    The CoAT annotations (``coat_*``) are mapped when present. Every element is kept in
+    ``Step.elements``; ``candidates`` says which become ``Step.candidate_boxes``:
+    ``"containing"`` (default) the elements containing a click's or long press's point, smallest
+    first (:func:`containing_boxes`; none for other actions), so that a rule accepting "any
+    candidate box" accepts the acted element and its containers only; ``"all"`` every element
+    (the screen's boxes, as AgentCPM-GUI's and CoAT's evaluators read ``ui_positions``).
     """
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates={candidates!r}: use one of {CANDIDATES}")
     ctx = ctx or Ctx("<record>", f"step {s.get('step_id', '?')}")
     if screen_size is None:
         screen_size = (req(ctx, s, "image_width", int), req(ctx, s, "image_height", int))
@@ -173,8 +201,11 @@ def step_from_record(
             )
             action = Action(ActionType.SCROLL, point=action.point, point2=action.point2, direction=d, convention="finger")  # type: ignore[arg-type]
     target = None
-    if action.type in (ActionType.CLICK, ActionType.LONG_PRESS):
-        target = smallest_containing(action.point, (e.box for e in elements))  # type: ignore[arg-type]
+    boxes = [e.box for e in elements]
+    point = action.point if action.type in (ActionType.CLICK, ActionType.LONG_PRESS) else None
+    if point is not None:
+        target = smallest_containing(point, boxes)  # type: ignore[arg-type]
+    cands = tuple(boxes) if candidates == "all" else containing_boxes(point, boxes)
     extra = {"action_result": s["coat_action_result"]} if isinstance(s.get("coat_action_result"), str) else {}
     return Step(
         step_id=int(s.get("step_id", 0)),
@@ -183,7 +214,7 @@ def step_from_record(
         action=action,
         low_level_instruction=opt(ctx, s, "coat_action_desc", str, ""),
         target_box=target,
-        candidate_boxes=tuple(e.box for e in elements),
+        candidate_boxes=cands,
         elements=tuple(elements),
         screen_description=opt(ctx, s, "coat_screen_desc", str, ""),
         intention=opt(ctx, s, "coat_action_think", str, ""),
@@ -248,27 +279,58 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str, episode_dir: Path, off_sc
     )
 
 
+def _split_folders(root: Path) -> list[Path]:
+    """The release's split folders under ``root`` (``train`` first), or ``[]``."""
+    return [root / name for name in AITZ_SPLITS if (root / name).is_dir()]
+
+
 def load_aitz(
-    path: str | Path, *, skip_bad: bool = False, split: str = "train", off_screen: str = "clip"
+    path: str | Path, *, skip_bad: bool = False, split: str | None = None, off_screen: str = "clip"
 ) -> LoadResult:
     """Load AITZ episode JSONs (``**/*.json`` under ``path``).
 
-    ``image_path`` is relative to ``path`` (the split folder of the release layout); a
-    screenshot not found there is looked up beside its episode JSON (the example layout,
-    counted). ``off_screen``: what to do with element boxes reaching past the screen
-    (:func:`guirl.data.loaders._common.screen_box`).
+    Splits (:mod:`guirl.data.loaders._splits`): ``path`` holding the release's ``train/`` and
+    ``test/`` folders loads both, each episode stamped with its folder's name and its screenshot
+    paths stored relative to ``path`` (``<split>/<image_path>``); ``path`` that is itself a split
+    folder (named ``train`` or ``test``) loads that split; ``split=NAME`` stamps every episode
+    ``NAME`` (required for any other folder, e.g. the repository's example layout).
+
+    ``image_path`` is relative to the split folder; a screenshot not found there is looked up
+    beside its episode JSON (the example layout, counted). ``off_screen``: what to do with
+    element boxes reaching past the screen (:func:`guirl.data.loaders._common.screen_box`).
     """
     root = Path(path)
     root_dir = root if root.is_dir() else root.parent
+    folders = _split_folders(root_dir) if root.is_dir() else []
+    if folders:
+        parts = [(f, f.name if split is None else split, f.name + "/") for f in folders]
+    elif split is not None or root_dir.name in AITZ_SPLITS:
+        parts = [(root, split or root_dir.name, "")]
+    else:
+        raise SplitFileError(
+            f"{root}: no train/ or test/ folder (the AITZ release layout) and the folder is not named train or "
+            "test; point data.path at the release's root, or pass split=NAME"
+        )
     res = LoadResult()
     items = []
-    for f in list_files(root, ("**/*.json",), "AITZ episode JSON files"):
-        ctx = Ctx(f, f"file {f.name}")
-        items.append(
-            (
-                ctx,
-                lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), root_dir, split, f.parent, off_screen),
+    for folder, name, prefix in parts:
+        split_dir = folder if folder.is_dir() else folder.parent
+        for f in list_files(folder, ("**/*.json",), "AITZ episode JSON files"):
+            ctx = Ctx(f, f"file {f.name}")
+            items.append(
+                (
+                    ctx,
+                    lambda f=f, ctx=ctx, split_dir=split_dir, name=name, prefix=prefix: _prefixed(
+                        _episode(ctx, read_json_file(f, ctx.record), split_dir, name, f.parent, off_screen), prefix
+                    ),
+                )
             )
-        )
     collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)
+
+
+def _prefixed(ep: Episode, prefix: str) -> Episode:
+    """``ep`` with every screenshot path under ``prefix`` (the split folder, for a release root)."""
+    if not prefix:
+        return ep
+    return replace(ep, steps=tuple(replace(s, screenshot=prefix + s.screenshot) for s in ep.steps))

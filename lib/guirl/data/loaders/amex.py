@@ -10,7 +10,14 @@ Elements: ``clickable_elements`` and ``scrollable_elements`` of ``element_anno/<
 where ``<stem>`` is the screenshot file name without extension; label = ``functionality``
 (``xml_desc`` when empty). A screenshot without an element file gets no elements and
 ``step.extra["element_anno"] = "missing"`` (stated, not silent). Target box of a TAP = the
-smallest clickable element containing the touch point.
+smallest clickable element containing the touch point; its candidate boxes are the clickable
+elements containing the touch point, smallest first (never the rest of the screen, so that a rule
+accepting a click "in any candidate box" accepts only the acted element and its containers); every
+element stays in ``Step.elements``.
+
+Split: AMEX ships none. Every episode is ``test`` by default (CES evaluates on AMEX and trains on
+GUI-Odyssey only, CES Sec. 5.1 and App. B.1); ``split="train"`` makes it a training corpus
+(:mod:`guirl.data.loaders._splits`).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import AMEX_DEFAULT_SPLIT
+from guirl.data.loaders.aitz import containing_boxes
 from guirl.data.loaders._common import (
     check_path,
     Ctx,
@@ -110,8 +119,10 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str, subdir: str) -> Episode:
         ef = root / "element_anno" / f"{Path(img).stem}.json"
         elements = _elements(sctx, ef, w, h) if ef.is_file() else ()
         target = None
-        if action.type is ActionType.CLICK:
-            target = smallest_containing(action.point, (e.box for e in elements if e.clickable))  # type: ignore[arg-type]
+        clickable = [e.box for e in elements if e.clickable]
+        point = action.point if action.type is ActionType.CLICK else None
+        if point is not None:
+            target = smallest_containing(point, clickable)  # type: ignore[arg-type]
         steps.append(
             Step(
                 step_id=i,
@@ -119,7 +130,7 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str, subdir: str) -> Episode:
                 screen_size=(w, h),
                 action=action,
                 target_box=target,
-                candidate_boxes=tuple(e.box for e in elements if e.clickable),
+                candidate_boxes=containing_boxes(point, clickable),
                 elements=elements,
                 extra={} if ef.is_file() else {"element_anno": "missing"},
             )
@@ -136,7 +147,7 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str, subdir: str) -> Episode:
 
 
 def load_amex(
-    path: str | Path, *, skip_bad: bool = False, split: str = "train", screenshot_subdir: str = "screenshot"
+    path: str | Path, *, skip_bad: bool = False, split: str = AMEX_DEFAULT_SPLIT, screenshot_subdir: str = "screenshot"
 ) -> LoadResult:
     """Load AMEX from its folder (``instruction_anno/``, ``element_anno/``, screenshots under
     ``screenshot_subdir``). Screenshot paths are stored relative to ``path``."""

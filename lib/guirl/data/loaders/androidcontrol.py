@@ -41,6 +41,11 @@ raise :class:`DatasetFormatError` naming the step. Target box of a click/long pr
 The notes name the action kinds but not the key holding them: this loader reads
 ``action_type`` (the key of the published files) and reports the keys present when it is absent.
 
+Splits: ``Episode.split`` comes from the release's ``splits.json`` (``train`` / ``validation`` /
+``test``) and ``Episode.extra["test_subsplits"]`` from ``test_subsplits.json`` when it is there
+(:mod:`guirl.data.loaders._splits`); an episode ``splits.json`` does not list is a bad record.
+``split=NAME`` stamps every episode ``NAME`` instead (the files are then not read).
+
 TFRecord framing and gzip are read with the ``tfrecord`` package's ``tfrecord_iterator`` and
 its ``example_pb2.Example``; the feature lists are read directly from the proto (the package's
 ``example_loader`` turns a one-element bytes list into a scalar and fails on empty lists).
@@ -52,6 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import (
+    AC_SPLITS_FILE,
+    AC_TEST_SUBSPLITS_FILE,
+    read_androidcontrol_splits,
+    read_test_subsplits,
+)
 from guirl.data.loaders._common import (
     Ctx,
     DatasetFormatError,
@@ -298,16 +309,37 @@ def step_from_action(
         if nb is not None:
             boxes.append(nb)
     target = smallest_containing(action.point, boxes) if action.point else None
-    return Step(step_id=0, screenshot="", screen_size=(w, h), action=action, target_box=target, candidate_boxes=tuple(boxes))
+    return Step(
+        step_id=0, screenshot="", screen_size=(w, h), action=action, target_box=target, candidate_boxes=tuple(boxes)
+    )
 
 
-def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str, candidates: str) -> Episode:
+class _SplitOf:
+    """The split of an episode id: one ``split`` for all, or the release's split files."""
+
+    def __init__(self, split: str | None, splits_file: Path | None, subsplits_file: Path | None) -> None:
+        self.split = split
+        self.file = splits_file
+        self.splits = read_androidcontrol_splits(splits_file) if split is None and splits_file else {}
+        self.sub = read_test_subsplits(subsplits_file, self.splits) if self.splits and subsplits_file else {}
+
+    def __call__(self, ctx: Ctx, eid: str) -> tuple[str, dict[str, Any]]:
+        if self.split is not None:
+            return self.split, {}
+        if eid not in self.splits:
+            raise ctx.error("episode_id", f"episode {eid} is in none of the splits of {self.file}")
+        split = self.splits[eid]
+        return split, ({"test_subsplits": list(self.sub.get(eid, ()))} if split == "test" and self.sub else {})
+
+
+def _episode(ctx: Ctx, ex: Any, image_dir: Path, split_of: _SplitOf, off_screen: str, candidates: str) -> Episode:
     feats = ex.features.feature
     ids = _feature_list(ctx, feats, "episode_id", "int64_list")
     if len(ids) != 1:
         raise ctx.error("episode_id", f"expected one int, got {ids}")
     eid = str(ids[0])
     ctx = Ctx(ctx.file, f"{ctx.record} (episode_id {eid})", ctx.adjustments)
+    split, split_extra = split_of(ctx, eid)
     goal = _feature_list(ctx, feats, "goal", "bytes_list")
     if len(goal) != 1:
         raise ctx.error("goal", f"expected one string, got {len(goal)}")
@@ -384,7 +416,7 @@ def _episode(ctx: Ctx, ex: Any, image_dir: Path, split: str, off_screen: str, ca
         steps=tuple(steps),
         source=NAME,
         split=split,
-        extra={"final_screenshot": shot_paths[-1]},
+        extra={"final_screenshot": shot_paths[-1], **split_extra},
     )
 
 
@@ -393,7 +425,9 @@ def load_androidcontrol(
     *,
     image_dir: str | Path | None = None,
     skip_bad: bool = False,
-    split: str = "train",
+    split: str | None = None,
+    splits_file: str | Path | None = None,
+    test_subsplits_file: str | Path | None = None,
     off_screen: str = "clip",
     candidates: str = "containing",
 ) -> LoadResult:
@@ -407,7 +441,10 @@ def load_androidcontrol(
 
     ``image_dir``: output folder; screenshots are written as
     ``image_dir/androidcontrol/<episode_id>/<i>.png`` and stored relative to ``image_dir``.
-    ``split`` is stored on every episode (the TFRecords do not carry it).
+    Splits (module doc): ``splits_file`` (default ``splits.json`` in the TFRecords' folder) and
+    ``test_subsplits_file`` (default ``test_subsplits.json`` there, optional); a missing
+    ``splits.json`` raises :class:`~guirl.data.loaders._splits.SplitFileError` naming it.
+    ``split=NAME`` stores ``NAME`` on every episode and reads no split file.
     """
     from tfrecord import example_pb2
     from tfrecord.reader import tfrecord_iterator
@@ -416,6 +453,10 @@ def load_androidcontrol(
         raise ValueError(f"candidates={candidates!r}: use one of {CANDIDATES}")
     out_dir = need_image_dir(NAME, image_dir)
     files = list_files(path, ("*tfrecord*", "android_control*"), "AndroidControl TFRecord files")
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    sfile = Path(splits_file) if splits_file is not None else folder / AC_SPLITS_FILE
+    tfile = Path(test_subsplits_file) if test_subsplits_file is not None else folder / AC_TEST_SUBSPLITS_FILE
+    split_of = _SplitOf(split, None if split is not None else sfile, tfile)
     res = LoadResult()
     for f in files:
         it = tfrecord_iterator(str(f), compression_type="gzip")
@@ -439,7 +480,7 @@ def load_androidcontrol(
                     ex.ParseFromString(bytes(raw))
                 except Exception as e:  # protobuf DecodeError has no stable import path
                     raise ctx.error("<example>", f"not a tf.train.Example: {e}") from None
-                return _episode(ctx, ex, out_dir, split, off_screen, candidates)
+                return _episode(ctx, ex, out_dir, split_of, off_screen, candidates)
 
             collect([(ctx, build)], res.episodes, res.skipped, skip_bad, res.adjusted)
             idx += 1

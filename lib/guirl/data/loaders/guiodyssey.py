@@ -10,6 +10,11 @@ the screen size in pixels.
 Annotations: ``description`` -> ``screen_description``, ``intention`` -> ``intention``,
 ``context`` -> ``progress_summary``, ``low_level_instruction`` -> ``low_level_instruction``,
 ``ps`` -> ``step.extra["ps"]``.
+
+Splits: ``Episode.split`` comes from the release's ``splits/<name>_split.json`` (``train`` /
+``test`` lists of annotation file names; ``split_file="random"`` by default, or ``task``,
+``device``, ``app``: :mod:`guirl.data.loaders._splits`); an annotation file that split does not
+list is a bad record. ``split=NAME`` stamps every episode ``NAME`` instead.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import ODYSSEY_DEFAULT_SPLIT, read_odyssey_split
 from guirl.data.loaders._common import (
     check_path,
     Ctx,
@@ -165,23 +171,45 @@ def _episode(ctx: Ctx, d: Any, split: str, screenshot_subdir: str) -> Episode:
     )
 
 
+def _split_of(ctx: Ctx, f: Path, split: str | None, splits: dict[str, str], name: str) -> str:
+    if split is not None:
+        return split
+    if f.name not in splits:
+        raise ctx.error("<file>", f"{f.name} is in neither list of splits/{name}_split.json")
+    return splits[f.name]
+
+
 def load_guiodyssey(
     path: str | Path,
     *,
     skip_bad: bool = False,
-    split: str = "train",
+    split: str | None = None,
+    split_file: str = ODYSSEY_DEFAULT_SPLIT,
     screenshot_subdir: str = "screenshots",
 ) -> LoadResult:
     """Load GUI-Odyssey episode JSONs from ``path`` (a file, or ``*.json`` in a folder /
     its ``annotations/`` subfolder). Screenshots are stored as
     ``<screenshot_subdir>/<screenshot>`` relative to the dataset folder (not opened: the screen
-    size comes from ``device_info``)."""
+    size comes from ``device_info``). Splits (module doc): ``<path>/splits/<split_file>_split.json``,
+    or ``split=NAME`` for every episode; a missing split file raises
+    :class:`~guirl.data.loaders._splits.SplitFileError` naming it."""
     p = Path(path)
     root = p / "annotations" if (p.is_dir() and (p / "annotations").is_dir()) else p
+    base = p if p.is_dir() else p.parent
+    if base.name == "annotations":
+        base = base.parent
+    splits = read_odyssey_split(base, split_file) if split is None else {}
     res = LoadResult()
     items = []
     for f in list_files(root, ("*.json",), "GUI-Odyssey episode JSON files"):
         ctx = Ctx(f, f"file {f.name}")
-        items.append((ctx, lambda f=f, ctx=ctx: _episode(ctx, read_json_file(f, ctx.record), split, screenshot_subdir)))
+        items.append(
+            (
+                ctx,
+                lambda f=f, ctx=ctx: _episode(
+                    ctx, read_json_file(f, ctx.record), _split_of(ctx, f, split, splits, split_file), screenshot_subdir
+                ),
+            )
+        )
     collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)

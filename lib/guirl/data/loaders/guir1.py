@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import split_from_file_name
 from guirl.data.loaders._common import (
     Ctx,
     LoadResult,
@@ -170,12 +171,14 @@ def load_guir1(
     *,
     image_dir: str | Path | None = None,
     skip_bad: bool = False,
-    split: str = "train",
+    split: str | None = None,
     scroll_convention: str | None = None,
     bbox_units: str = "auto",
 ) -> LoadResult:
     """Load GUI-R1 parquet file(s); screenshots written as PNG under ``image_dir``;
-    ``bbox_units`` as in the module docstring."""
+    ``bbox_units`` as in the module docstring. ``split``: the split of every episode; ``None``
+    (default) takes each file's from its name (``androidcontrol_high_test.parquet`` -> test,
+    :func:`guirl.data.loaders._splits.split_from_file_name`)."""
     import pandas as pd
 
     if bbox_units not in BBOX_UNITS:
@@ -184,7 +187,9 @@ def load_guir1(
         raise ValueError(f"scroll_convention must be 'finger', 'content' or None, got {scroll_convention!r}")
     out_dir = need_image_dir(NAME, image_dir)
     res = LoadResult()
-    for f in list_files(path, ("*.parquet", "**/*.parquet"), "GUI-R1 parquet files"):
+    files = list_files(path, ("*.parquet", "**/*.parquet"), "GUI-R1 parquet files")
+    fsplits = {f: split or split_from_file_name(f) for f in files}
+    for f in files:
         df = pd.read_parquet(f)
         missing = [c for c in COLUMNS if c not in df.columns]
         if missing:
@@ -196,6 +201,13 @@ def load_guir1(
         items = []
         for r in range(len(df)):
             ctx = Ctx(f, f"row {r}")
-            items.append((ctx, lambda r=r, ctx=ctx: _row(ctx, df.iloc[r].to_dict(), r, f.stem, out_dir, split, scroll_convention, bbox_units)))
+            items.append(
+                (
+                    ctx,
+                    lambda r=r, ctx=ctx: _row(
+                        ctx, df.iloc[r].to_dict(), r, f.stem, out_dir, fsplits[f], scroll_convention, bbox_units
+                    ),
+                )
+            )
         collect(items, res.episodes, res.skipped, skip_bad, res.adjusted)
     return report_skipped(NAME, res)

@@ -15,8 +15,9 @@ read one at a time by :func:`step_from_seeclick` (the form SeeClick's and CCPO's
 scripts score).
 
 Steps are ordered by ``target_action_index``. ``split``: by default the parquet file name's
-prefix before the first ``-`` (the Hub shard naming ``<split>-00000-of-00010.parquet``, e.g.
-``test_task``), unless ``split=`` is given.
+prefix before the first ``-`` (the Hub shard naming ``<split>-00000-of-00010.parquet``): one of
+``train``, ``test_task``, ``test_website``, ``test_domain`` (:mod:`guirl.data.loaders._splits`;
+another prefix stops the load naming the file), unless ``split=`` is given.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from guirl.actions import Action, ActionType
+from guirl.data.loaders._splits import MIND2WEB_SPLITS, SplitFileError
 from guirl.data.loaders._common import (
     Ctx,
     LoadResult,
@@ -201,7 +203,15 @@ def load_mind2web(
 
     out_dir = need_image_dir(NAME, image_dir)
     res = LoadResult()
-    for f in list_files(path, ("*.parquet", "**/*.parquet"), "Multimodal-Mind2Web parquet files"):
+    files = list_files(path, ("*.parquet", "**/*.parquet"), "Multimodal-Mind2Web parquet files")
+    if split is None:
+        odd = [f for f in files if f.stem.split("-", 1)[0] not in MIND2WEB_SPLITS]
+        if odd:
+            raise SplitFileError(
+                f"{odd[0]}: the file name does not start with a split of the release ({', '.join(MIND2WEB_SPLITS)}, "
+                "e.g. test_task-00000-of-00004.parquet); rename it or pass split=NAME"
+            )
+    for f in files:
         fsplit = split or f.stem.split("-", 1)[0]
         df = pd.read_parquet(f)
         missing = [c for c in COLUMNS if c not in df.columns]

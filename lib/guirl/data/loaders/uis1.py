@@ -49,6 +49,7 @@ from typing import Any
 
 from guirl.actions import Action, ActionType
 from guirl.actions.types import OPPOSITE
+from guirl.data.loaders._splits import split_from_file_name
 from guirl.data.loaders._common import (
     check_path,
     is_file,
@@ -332,7 +333,7 @@ def load_std(
     path: str | Path,
     *,
     skip_bad: bool = False,
-    split: str = "train",
+    split: str | None = None,
     source: str = NAME,
     vocabulary: str = "mobile_use",
     swipe: str = "finger",
@@ -347,7 +348,9 @@ def load_std(
     authors' machines are remapped under it, counted); without it, screenshot paths are read
     relative to the file's folder. ``off_screen``: element boxes past the screen are clipped and
     counted (``"clip"``), kept (``"keep"``) or rejected (``"reject"``). ``screen_size``:
-    ``(width, height)`` for every step instead of reading it.
+    ``(width, height)`` for every step instead of reading it. ``split``: the split of every
+    episode; ``None`` (default) takes each file's from its name
+    (:func:`guirl.data.loaders._splits.split_from_file_name`).
     """
     if vocabulary not in VOCABULARIES:
         raise ValueError(f"vocabulary must be one of {VOCABULARIES}, got {vocabulary!r}")
@@ -355,7 +358,9 @@ def load_std(
         raise ValueError(f"swipe must be one of {SWIPES}, got {swipe!r}")
     root_img = None if image_root is None else Path(image_root)
     res = LoadResult()
-    for f in list_files(path, ("*.jsonl",), "std JSONL files"):
+    files = list_files(path, ("*.jsonl",), "std JSONL files")
+    fsplits = {f: split or split_from_file_name(f) for f in files}
+    for f in files:
         items = []
         for lineno, line in iter_lines(f):
             ctx = Ctx(f, f"line {lineno}")
@@ -363,7 +368,7 @@ def load_std(
                 (
                     ctx,
                     lambda line=line, ctx=ctx, f=f: _episode(
-                        ctx, line, f.parent, split, source, vocabulary, swipe, off_screen, root_img, screen_size
+                        ctx, line, f.parent, fsplits[f], source, vocabulary, swipe, off_screen, root_img, screen_size
                     ),
                 )
             )

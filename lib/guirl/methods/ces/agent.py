@@ -20,10 +20,15 @@ goal and the history window of its own prompt setting, its own output format).
 
 The ablations and baselines of CES Tables 1-3 are the same class with parts left out:
 
-* Executor alone (Table 1-2 "Baseline"): no Coordinator, no instruction (``instruction="none"``:
-  the step-instruction slot stays empty; App. C's prompt gets the goal);
-* w/o Coordinator (Table 3): no Coordinator, the goal as the instruction (``instruction="goal"``,
-  Sec. 5.3: "feed the user's high-level instruction directly to the Executor");
+* Executor alone (Table 1-2 "Baseline"): no Coordinator, no State Tracker, no instruction
+  (``instruction="none"``: the step-instruction slot stays empty; App. C's prompt gets the goal);
+* w/o Coordinator (Table 3): the Coordinator removed from CES, the State Tracker kept: the Executor
+  gets the goal and the task state the Coordinator would have read (``instruction="goal_and_state"``,
+  :func:`goal_and_state`; Sec. 5.3 feeds the high-level instruction directly to the Executor and
+  removes only the Coordinator, and Table 3's numbers differ from Table 1's Executor-alone baseline,
+  so the state still reaches the loop; how the paper passes it on is not stated: this is a reading,
+  CES-28 in ``docs/fidelity/ces.md``). ``instruction="goal"`` (the goal alone in the
+  step-instruction slot) stays as an option;
 * w/o State Tracker (Table 3): ``memory="actions"``: the Coordinator's state is the last
   ``n_actions`` actions of the history (Sec. 5.3: "the last four action histories");
 * SFT only (Table 3) / the warm-up Coordinator ("CES-P" analogue, Table 2): the warm-up models.
@@ -48,10 +53,18 @@ from guirl.prompts import PromptSpec, build_prompt, format_context
 from guirl.rollout.agents import AgentStep, Turn
 from guirl.rollout.policy import Policy, derive_seed
 
-__all__ = ["ExecutorPrompting", "CESAgent", "N_ACTIONS"]
+__all__ = ["ExecutorPrompting", "CESAgent", "N_ACTIONS", "INSTRUCTIONS", "goal_and_state"]
 
 #: CES Sec. 5.3: without the State Tracker the Coordinator reads "the last four action histories".
 N_ACTIONS = 4
+#: What the Executor gets without a Coordinator (module doc).
+INSTRUCTIONS: tuple[str, ...] = ("none", "goal", "goal_and_state")
+
+
+def goal_and_state(goal: str, state: str) -> str:
+    """The Executor's instruction in CES's "w/o Coordinator" ablation (module doc): the high-level
+    instruction followed by the task state the State Tracker keeps."""
+    return f"{goal}\nTask state: {state}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,8 @@ class CESAgent:
             :data:`~guirl.methods.ces.data.INITIAL_STATE`).
         memory: ``"tracker"`` (the State Tracker's state) or ``"actions"`` (the last ``n_actions``
             actions of the history, CES Sec. 5.3's "w/o State Tracker").
-        instruction: without a Coordinator, what the Executor gets: ``"none"`` or ``"goal"``.
+        instruction: without a Coordinator, what the Executor gets: ``"none"``, ``"goal"`` or
+            ``"goal_and_state"`` (the goal and the memory ``m^{t-1}``: :func:`goal_and_state`).
         tracker_sees_instruction: ``u^t`` for the State Tracker includes ``l^t``
             (:func:`guirl.methods.ces.roles.executor_report`).
         initial_state: ``m^{-1}``.
@@ -127,15 +141,15 @@ class CESAgent:
         coordinator: Policy | None = None,
         tracker: Policy | None = None,
         memory: Literal["tracker", "actions"] = "tracker",
-        instruction: Literal["none", "goal"] = "none",
+        instruction: Literal["none", "goal", "goal_and_state"] = "none",
         tracker_sees_instruction: bool = False,
         n_actions: int = N_ACTIONS,
         initial_state: str = INITIAL_STATE,
     ) -> None:
         if memory not in ("tracker", "actions"):
             raise ValueError(f"memory must be 'tracker' or 'actions', got {memory!r}")
-        if instruction not in ("none", "goal"):
-            raise ValueError(f"instruction must be 'none' or 'goal', got {instruction!r}")
+        if instruction not in INSTRUCTIONS:
+            raise ValueError(f"instruction must be one of {INSTRUCTIONS}, got {instruction!r}")
         self.executor, self.prompting = executor, prompting
         self.coordinator, self.tracker = coordinator, tracker
         self.memory, self.instruction = memory, instruction
@@ -190,6 +204,8 @@ class CESAgent:
             )
             raw_c = [o[0].text for o in outs]
             instructions: list[str | None] = [instruction_of(r) for r in raw_c]  # type: ignore[arg-type]
+        elif self.instruction == "goal_and_state":
+            instructions = [goal_and_state(t.instruction, m) for t, m in zip(turns, states)]
         else:
             instructions = [t.instruction if self.instruction == "goal" else None for t in turns]
         ex = self.executor.complete(

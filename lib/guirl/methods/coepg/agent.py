@@ -3,7 +3,9 @@
 :class:`PlannerGrounderAgent` answers each :class:`~guirl.rollout.Turn` in two calls: the planner
 ``pi(Q, o_t, h_t)`` writes ``<plan>`` / ``<action>`` / ``<value>`` (format ``coepg_planner``,
 :func:`guirl.methods.coepg.prompts.planner_prompt`); for an action with a target (click, long
-press, select, ...) the grounder ``phi(o_t, p_t)`` turns the plan into a point. The executed
+press, select, ...), and for a typing action whose plan names an element (Mind2Web's TYPE, Table 9),
+the grounder ``phi(o_t, p_t)`` turns the plan into a point. The planner's prompt is the one of
+its settings' level (``"High"``, or ``"Low"`` with the turn's step instruction, Table 12). The executed
 action ``a_t = (a_coor, a_type, a_value)`` is the planner's type and value with the grounder's
 point, written in ``output_format`` (the run's executable format, e.g. ``ccpo``): the loops of
 :mod:`guirl.rollout` and the evaluation of :mod:`guirl.studies.shared.evaluation` parse and score
@@ -25,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from guirl.actions.formats import FormatContext, get_format
-from guirl.actions.types import Action, ParseResult
+from guirl.actions.types import Action, ActionType, ParseResult
 from guirl.methods.coepg.prompts import PlannerPromptSettings, planner_prompt
 from guirl.prompts import format_context
 from guirl.rollout.agents import AgentStep
@@ -52,11 +54,22 @@ class PlannerAnswer:
     def ok(self) -> bool:
         return self.parsed.ok and (not self.needs_point or bool(self.plan))
 
+    @property
+    def grounds_typing(self) -> bool:
+        """A typing action whose plan names a target element (Co-EPG Table 9: on Mind2Web TYPE acts on
+        an ELEMENT): the grounder locates it, as for a click; a type without a plan ("None", Table 10's
+        input_text into the focused field) is not grounded."""
+        a = self.parsed.action
+        return self.parsed.ok and a is not None and a.type is ActionType.TYPE and bool(self.plan)
+
     def with_point(self, point: tuple[float, float] | None) -> Action:
-        """The executable action: the grounder's ``point`` on an action that needs one."""
+        """The executable action: the grounder's ``point`` on an action that needs one, and on a
+        grounded typing action (:attr:`grounds_typing`) when the grounder gave one."""
         assert self.parsed.action is not None
         a = self.parsed.action
         if self.needs_point:
+            return replace(a, point=point)
+        if self.grounds_typing and point is not None:
             return replace(a, point=point)
         return replace(a, point=None) if a.point == _PROBE else a
 
@@ -107,10 +120,19 @@ class PlannerGrounderAgent:
 
         if not turns:
             return []
-        prompts = [planner_prompt(self.settings, t.instruction, [h for h, _ in t.history], t.screenshot) for t in turns]
+        prompts = [
+            planner_prompt(
+                self.settings,
+                t.instruction,
+                [h for h, _ in t.history],
+                t.screenshot,
+                step_instruction=t.step_instruction,
+            )
+            for t in turns
+        ]
         plans = self.planner.complete(prompts, do_sample=do_sample, temperature=temperature, top_p=top_p, seed=seed)
         answers = [read_planner(c[0].text) for c in plans]
-        need = [i for i, a in enumerate(answers) if a.ok and a.needs_point]
+        need = [i for i, a in enumerate(answers) if a.ok and (a.needs_point or a.grounds_typing)]
         points: dict[int, tuple[str, tuple[float, float] | None]] = {}
         if need:
             gp = [grounder_prompt(self.settings, turns[i].screenshot, answers[i].plan or "") for i in need]
@@ -129,9 +151,9 @@ class PlannerGrounderAgent:
                 out.append(AgentStep(f"{UNPARSABLE} planner: {why}", info))
                 continue
             point = None
-            if ans.needs_point:
+            if i in points:
                 info["grounder"], point = points[i]
-                if point is None:
+                if point is None and ans.needs_point:
                     out.append(AgentStep(f"{UNPARSABLE} grounder: no point in {info['grounder'][:60]!r}", info))
                     continue
             action = ans.with_point(point)

@@ -102,10 +102,14 @@ class CoEPGSection(Section):
     planners: list[str] = Field(  # Co-EPG Sec. 4.2: open VLMs (which ones is not said); [] trains pool models
         default_factory=lambda: ["checkpoints/Qwen2.5-VL-72B-Instruct", "checkpoints/Qwen2.5-VL-32B-Instruct"]
     )
-    verifiers: list[str] = Field(  # Co-EPG Sec. 4.2: open VLMs (which ones is not said); [] trains pool models
-        default_factory=lambda: ["checkpoints/Qwen2.5-VL-72B-Instruct", "checkpoints/Qwen2.5-VL-32B-Instruct"]
+    verifiers: list[str] = (
+        Field(  # Co-EPG Sec. 4.2: open VLMs (which ones is not said; folders or endpoints); [] trains pool models
+            default_factory=lambda: ["checkpoints/Qwen2.5-VL-72B-Instruct", "checkpoints/Qwen2.5-VL-32B-Instruct"]
+        )
     )
-    grounders: list[str] = Field(  # Co-EPG App. B: C-DREM's VLMs, in the order of grpo.priors before phi_k
+    # Co-EPG App. B: C-DREM's VLMs, in the order of grpo.priors before phi_k; a folder, or an endpoint
+    # http://host:port/v1[#model] serving it (vllm serve, docs/cluster.md; methods.coepg.grounding)
+    grounders: list[str] = Field(
         default_factory=lambda: ["checkpoints/Qwen2.5-VL-72B-Instruct", "checkpoints/Qwen2.5-VL-32B-Instruct"]
     )
     plans_per_planner: int = Field(default=4, ge=1)  # Co-EPG is silent: sampled plans per pool planner and step

@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 from guirl.actions import Action
 from guirl.actions.formats import get_format
-from guirl.actions.types import COORDINATE_TYPES
 from guirl.data.schema import Episode
 from guirl.methods.coepg.data_quality import DataSample, plans_per_task, purity
 from guirl.methods.coepg.prompts import (
@@ -49,6 +48,7 @@ from guirl.methods.coepg.prompts import (
     planner_prompt,
     planner_text,
 )
+from guirl.methods.coepg.reward import grounded_gt
 from guirl.prompts import format_context
 
 __all__ = [
@@ -119,8 +119,9 @@ def training_steps(episodes: Sequence[Episode], image_root: str | Path, max_step
 
 def needs_plan(action: Action) -> bool:
     """Whether the annotated action has a target element the grounder must find (click, long press,
-    select, hover)."""
-    return action.type in COORDINATE_TYPES
+    select, hover, and a typing step with a point: Mind2Web's TYPE acts on an element, Table 9;
+    :func:`guirl.methods.coepg.reward.grounded_gt`)."""
+    return grounded_gt(action)
 
 
 def history_texts(ref: StepRef, history_format: str, *, min_pixels: int, max_pixels: int) -> list[str]:

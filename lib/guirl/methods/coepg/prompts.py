@@ -28,6 +28,9 @@ from guirl.actions.formats._base import tag
 from guirl.prompts import get_prompt, render
 
 __all__ = [
+    "LEVELS",
+    "LOW_TEMPLATES",
+    "at_level",
     "PlannerPromptSettings",
     "planner_settings",
     "planner_prompt",
@@ -41,16 +44,26 @@ __all__ = [
 _PLAN = "x"
 
 
+#: Co-EPG Table 12's two AndroidControl prompts: the high-level one and its low-level twin, which
+#: adds the step's instruction (Table 2 / Table 7 report both, "High" and "Low").
+LOW_TEMPLATES: dict[str, str] = {"coepg_androidcontrol_high": "coepg_androidcontrol_low"}
+LEVELS: tuple[str, ...] = ("High", "Low")
+
+
 @dataclass(frozen=True)
 class PlannerPromptSettings:
     """How the planner's prompt is built: the registered ``system_prompt``, the registered user
     prompt ``user_template`` (``None``: this project's layout), ``n_history`` previous actions
-    shown (0..5) and ``grounder_prompt`` (the grounder's registered system prompt)."""
+    shown (0..5), ``grounder_prompt`` (the grounder's registered system prompt) and ``level``:
+    ``"High"`` (the goal only) or ``"Low"`` (the goal and the step's instruction: a user template
+    with a ``{step_instruction}``, or a "Step instruction:" line in this project's layout;
+    :func:`at_level`)."""
 
     system_prompt: str = "coepg"
     user_template: str | None = "coepg_androidcontrol_high"
     n_history: int = 5
     grounder_prompt: str = "coepg_grounder"
+    level: str = "High"
 
     def __post_init__(self) -> None:
         if not 0 <= self.n_history <= 5:
@@ -58,10 +71,32 @@ class PlannerPromptSettings:
         for name, role in ((self.system_prompt, "system"), (self.grounder_prompt, "system")):
             if get_prompt(name).role != role:
                 raise ValueError(f"{name!r} is not a {role} prompt")
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
         if self.user_template is not None:
             info = get_prompt(self.user_template)
             if info.role != "user" or "history" not in info.placeholders:
                 raise ValueError(f"user_template {self.user_template!r} must be a user prompt with a {{history}}")
+            if (self.level == "Low") != ("step_instruction" in info.placeholders):
+                raise ValueError(
+                    f"user_template {self.user_template!r} does not fit level {self.level!r}: a Low prompt shows the "
+                    "step instruction ({step_instruction}), a High prompt does not; use at_level(settings, level)"
+                )
+
+
+def at_level(settings: PlannerPromptSettings, level: str) -> PlannerPromptSettings:
+    """``settings`` for Co-EPG's ``"High"`` or ``"Low"`` setting (Table 2): the Low twin of the
+    high-level template (:data:`LOW_TEMPLATES`, Table 12) and back; this project's layout (no
+    template) adds or drops its "Step instruction:" line. A template without a twin is an error."""
+    if level == settings.level:
+        return settings
+    template = settings.user_template
+    if template is not None:
+        twins = LOW_TEMPLATES if level == "Low" else {v: k for k, v in LOW_TEMPLATES.items()}
+        if template not in twins:
+            raise ValueError(f"the planner prompt {template!r} has no {level}-level version (Co-EPG Table 12)")
+        template = twins[template]
+    return replace(settings, user_template=template, level=level)
 
 
 def planner_settings(cfg: Any) -> PlannerPromptSettings:
@@ -115,18 +150,26 @@ def planner_prompt(
     screenshot: Any,
     *,
     enhancement: str | None = None,
+    step_instruction: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """The planner's prompt (module doc): ``history`` holds the texts of every previous action,
     oldest first (the last ``settings.n_history`` are shown); ``enhancement``: the Table 13 text
-    (:func:`enhancement_text`) appended after the screenshot."""
+    (:func:`enhancement_text`) appended after the screenshot; ``step_instruction``: the step's
+    low-level instruction, shown at ``settings.level == "Low"`` (required there, a ``ValueError``
+    without it) and ignored at ``"High"``."""
     shown = list(history)[-settings.n_history :] if settings.n_history else []
     offset = len(history) - len(shown)
     lines = "\n".join(f"Step {offset + i + 1}: {text}" for i, text in enumerate(shown))
+    low = settings.level == "Low"
+    if low and not step_instruction:
+        raise ValueError("a Low-level planner prompt shows the step's instruction: pass step_instruction")
     if settings.user_template is not None:
-        text = render(settings.user_template, instruction=instruction, history=lines or "None")
+        fields = {"step_instruction": step_instruction} if low else {}
+        text = render(settings.user_template, instruction=instruction, history=lines or "None", **fields)
         content: list[dict[str, Any]] = [{"type": "text", "text": text}, {"type": "image"}]
     else:
-        head = f"Task: {instruction}\n" + (f"Previous actions:\n{lines}\n" if lines else "")
+        head = f"Task: {instruction}\n" + (f"Step instruction: {step_instruction}\n" if low else "")
+        head += f"Previous actions:\n{lines}\n" if lines else ""
         content = [{"type": "text", "text": head + "Current screen:"}, {"type": "image"}]
     if enhancement is not None:
         content.append({"type": "text", "text": "\n" + enhancement})

@@ -32,11 +32,15 @@ Ablations (Sec. 5.4, Table 4) as ``CoEPGConfig.weighting``: ``"cdrem"`` (eq. 5, 
 ``"average"`` (w/o Confidence & Prior Weights: ``w_j = 1 / N``), ``"prior"`` (w/o Confidence
 Weights: ``w_j = sigma_j / sum_n sigma_n``; the paper does not say how priors alone are
 normalised, so the priors are read as shares) and ``"single"`` (w/o C-DREM: the trained grounder
-alone, the last output, weight 1). A grounder that produced no point hits nothing under any
-weighting; under ``"cdrem"`` it also gets weight 0.
+alone, the last output, weight 1). A grounder that produced no usable point (nothing parses as a
+point on the screen, whatever digits its answer had) hits nothing under any weighting; under
+``"cdrem"`` it also gets weight 0 in both readings of eq. 5, so the weights of the grounders that
+answered sum to 1.
 
-Paper silent: a step without a gt box is a hit within 0.14 of the gt point (the rule set
-``"coepg_reward"``); r_plan of an action without a target (scroll, navigate, wait, ...) is 1,
+Steps with a target (:func:`grounded_gt`): coordinate actions and Mind2Web's typing steps, whose
+TYPE acts on an element (Table 9). Paper silent: a step without a gt box is a hit within 0.14 of
+the gt point (the rule set ``"coepg_reward"``); r_plan of an action without a target (scroll,
+navigate, wait, AndroidControl's input_text, ...) is 1,
 so the reward reduces to the type and value gates. Inputs are plain numbers (points and
 per-token log-probabilities), so the function is pure; the grounding models run elsewhere.
 """
@@ -48,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ParseResult
+from guirl.actions.types import COORDINATE_TYPES, TEXT_TYPES, Action, ActionType, ParseResult
 from guirl.geometry import Point
 from guirl.matching import arguments_match, click_match, get_rules, gt_point, text_match, types_match
 from guirl.rewards.base import GroundTruth, RewardResult, as_parse_result
@@ -63,6 +67,7 @@ __all__ = [
     "ensemble_weights",
     "coepg_plan_reward",
     "coepg_reward",
+    "grounded_gt",
 ]
 
 
@@ -186,9 +191,9 @@ def _weights(
         ensemble_weights([0.0] * n, pri)  # the same checks of the priors as eq. 5
         return [p / sum(pri) for p in pri]
     conf = [grounding_confidence(o.token_logprobs, mode) for o in outs]
-    if mode == "prob":
-        # a model with no coordinates (confidence 0) must not get weight: mask it like -inf
-        conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
+    # under either reading, a model without a usable point gets weight 0 (its logit is -inf), even
+    # when its answer had digits (a confidence): its share would otherwise be taken from the others
+    conf = [c if o.point is not None else -math.inf for c, o in zip(conf, outs)]
     return ensemble_weights(conf, priors or None)
 
 
@@ -216,7 +221,7 @@ def coepg_reward(
         return RewardResult(0.0, comps)
     comps["type"] = 1.0
     total = 1.0
-    if g.type in COORDINATE_TYPES:
+    if grounded_gt(g):
         plan, _, _ = coepg_plan_reward(grounding, gt, cfg)
         other = "prob" if cfg.confidence == "logprob" else "logprob"
         comps["plan"] = comps[f"plan_{cfg.confidence}"] = plan
@@ -235,3 +240,11 @@ def coepg_reward(
     else:
         comps["value"] = 1.0
     return RewardResult(total, comps)
+
+
+def grounded_gt(gt: Action) -> bool:
+    """Whether a ground-truth step has a target element the plan must name (its plan reward, eq. 3-4):
+    a coordinate action (click, long press, select, hover), or a typing step with a point
+    (Multimodal-Mind2Web's TYPE acts on an element, Co-EPG Table 9; AndroidControl's input_text has
+    none and is judged by its value alone)."""
+    return gt.type in COORDINATE_TYPES or (gt.type is ActionType.TYPE and gt.point is not None)

@@ -90,11 +90,10 @@ def planner_tasks(cfg: Config, data_dir: Path) -> list[Any]:
 def cdrem_reward_hook(load_grounders: Any, rcfg: Any):
     """The reward hook (module doc): ``load_grounders()`` returns the ensemble (called once, on the
     first call); ``rcfg`` a :class:`~guirl.methods.coepg.reward.CoEPGConfig`."""
-    from guirl.actions.types import COORDINATE_TYPES
     from guirl.matching import get_rules, types_match
     from guirl.methods.coepg.agent import read_planner
     from guirl.methods.coepg.grounding import ground_all
-    from guirl.methods.coepg.reward import coepg_plan_reward, coepg_reward
+    from guirl.methods.coepg.reward import coepg_plan_reward, coepg_reward, grounded_gt
     from guirl.rewards.base import GroundTruth, RewardResult
 
     rules = get_rules(rcfg.rules)
@@ -109,7 +108,7 @@ def cdrem_reward_hook(load_grounders: Any, rcfg: Any):
         need = [
             i
             for i, (a, g) in enumerate(zip(answers, gts, strict=True))
-            if a.ok and g.action.type in COORDINATE_TYPES and types_match(a.parsed.action, g.action, rules)
+            if a.ok and a.plan and grounded_gt(g.action) and types_match(a.parsed.action, g.action, rules)
         ]
         queries = [
             (samples[i].row["screenshot"], tuple(samples[i].row["screen_size"]), answers[i].plan or "") for i in need

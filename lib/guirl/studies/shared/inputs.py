@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from guirl.config import Config
-from guirl.data.splits import Split, load_splits
+from guirl.data.splits import Split, is_test_split, load_splits
 from guirl.paths import data_dir
 
 __all__ = ["base_model_dir", "minigui_dir", "dataset_dir", "eval_splits", "upstream_result"]
@@ -88,9 +88,10 @@ def dataset_dir(cfg: Config, *, progress: bool = True) -> Path:
 
 
 def eval_splits(cfg: Config, *, only: list[str] | None = None) -> dict[str, Split]:
-    """The test splits of the run's prepared data (every split but ``train``), in file order;
-    ``only``: these names (a ``KeyError`` naming the splits there are when one is missing)."""
-    splits = {k: v for k, v in load_splits(dataset_dir(cfg)).items() if k != "train"}
+    """The test splits of the run's prepared data (every split but ``train`` and ``validation``:
+    :func:`guirl.data.splits.is_test_split`), in file order; ``only``: these names (a ``KeyError``
+    naming the splits there are when one is missing)."""
+    splits = {k: v for k, v in load_splits(dataset_dir(cfg)).items() if is_test_split(k)}
     if only is None:
         return splits
     missing = [name for name in only if name not in splits]
