@@ -953,3 +953,37 @@ def test_replace_refuses_bad_keys_and_values_in_one_line(updates, message) -> No
     with pytest.raises(ConfigError) as err:
         load_config("tiny").replace(updates)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(9)
+)  # 9 ** 10 strings once expanded
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("seed: 0\nsft: &s [*s]\n", 2),  # refers to itself: endless
+        (ALIAS_BOMB, 2),  # a "billion laughs" chain
+        ("seed: &n 3\nrl:\n  max_steps: *n\n", 3),  # even a harmless one: configs are written out
+    ],
+)
+def test_yaml_aliases_are_refused_in_one_line(tmp_path: Path, text: str, line: int) -> None:
+    import time
+
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        load_config("tiny", path)
+    assert time.perf_counter() - start < 5.0  # bounded: never expanded
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: experiment: YAML alias *"), message
+    assert f"at line {line}" in message and "write the value out" in message
+    # an override is one value: an alias in it is text, which validation names
+    with pytest.raises(ConfigError, match=r"override rl.max_steps=\*n: rl.max_steps"):
+        load_config("tiny", overrides=["rl.max_steps=*n"])
+    with pytest.raises(ConfigError, match=r"rl.max_steps"):
+        load_config("tiny", overrides=["rl.max_steps=&a [*a]"])

@@ -350,3 +350,156 @@ def test_cli_all_twice_then_touch(chain: dict[str, Path], monkeypatch, isolated_
     # --dag on 02 with everything current: nothing to do; with --force only 02 reruns.
     assert main([str(chain["02_c"]), "--dag"]) == 0 and "0 ran" in capsys.readouterr().out
     assert main([str(chain["02_c"]), "--dag", "--force"]) == 0 and "1 ran (02_c)" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------- what a notebook reads
+def _declare(path: Path, sections: list[str]) -> None:
+    nb = json.loads(path.read_text())
+    nb["metadata"]["guirl"]["config"] = sections
+    path.write_text(json.dumps(nb))
+
+
+@pytest.mark.parametrize(
+    "change, rerun",
+    [
+        ("coepg.iterations=2", []),  # read by no notebook of the chain
+        ("rl.learning_rate=2e-5", ["02_c"]),  # read by 02_c only
+        ("sft.learning_rate=1e-4", ["01_b", "02_c"]),  # read by 01_b; 02_c reads 01_b
+        ("seed=3", ["00_a", "01_b", "02_c", "03_d"]),  # read by every notebook
+    ],
+)
+def test_a_config_change_reruns_only_the_notebooks_that_read_it(chain: dict[str, Path], change, rerun) -> None:
+    declared = {"00_a": ["seed", "data"], "01_b": ["seed", "sft"], "02_c": ["seed", "rl"], "03_d": ["seed"]}
+    for stem, sections in declared.items():
+        _declare(chain[stem], sections)
+    engine = Engine()
+    walk(chain, engine)
+    walk(chain, engine, overrides=[change])
+    assert engine.ran == rerun
+
+
+def test_reading_an_undeclared_section_fails_naming_it(chain: dict[str, Path]) -> None:
+    from guirl.config import load_run_config
+    from guirl.configbase import UndeclaredSectionError
+
+    _declare(chain["03_d"], ["seed", "sft"])
+    plan = plan_run(chain["03_d"], "tiny", overrides=["coepg.iterations=2"])
+    seen: dict[str, object] = {}
+
+    def engine(plan, *, kernel_name: str, log_output: bool) -> None:  # what the notebook's cells do
+        cfg = load_run_config(config_path=plan.config_path)
+        seen["lr"] = cfg.sft.learning_rate
+        seen["derived"] = cfg.replace({"seed": 4}).seed  # a derived config keeps the declaration
+        cfg.replace({"seed": 4}).coepg  # noqa: B018 - the read under test
+
+    with pytest.raises(DagStopped) as stopped:
+        run_dag([plan], engine=engine, quiet=True, log=lambda line: None)
+    assert isinstance(stopped.value.error, UndeclaredSectionError)
+    assert "notebook 03_d reads config section 'coepg' but does not declare it" in str(stopped.value.error)
+    assert seen == {"lr": plan.config.sft.learning_rate, "derived": 4}
+    assert not plan.stamp_path.exists()
+    _declare(chain["03_d"], ["seed", "sfft"])
+    with pytest.raises(Exception, match=r"'sfft' is not a config section; did you mean 'sft'"):
+        plan_run(chain["03_d"], "tiny")
+
+
+def test_shipped_notebooks_declare_the_config_sections_they_read() -> None:
+    from guirl.config import load_config
+    from guirl.runner import list_notebooks
+
+    sections = set(type(load_config("tiny")).model_fields)
+    for nb in list_notebooks(REPO / "notebooks"):
+        declared = dag.notebook_config(nb)
+        assert declared is not None, f"{nb.name}: no metadata.guirl.config"
+        assert set(declared) <= sections, (nb.name, set(declared) - sections)
+
+
+# ---------------------------------------------------------------------------------- stamps and outputs
+class RunsEngine(Engine):
+    """An engine whose notebooks each leave a stage under runs/<profile>/<notebook>/ (a result, a
+    final model, an intermediate checkpoint and a lock file)."""
+
+    def __call__(self, plan, *, kernel_name: str, log_output: bool) -> None:
+        super().__call__(plan, kernel_name=kernel_name, log_output=log_output)
+        from guirl.paths import runs_dir
+
+        stage = runs_dir("tiny") / plan.stem / "sft"
+        for rel in ("result.json", "final/model.safetensors", "checkpoint-2/model.safetensors"):
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stage / rel).write_text(plan.stem)
+        (stage.parent / "sft.lock").write_text("{}")
+
+
+def test_a_deleted_run_output_reruns_its_notebook(chain: dict[str, Path]) -> None:
+    import shutil
+
+    from guirl.paths import runs_dir
+
+    engine = RunsEngine()
+    walk(chain, engine)
+    stamp = json.loads(plan_run(chain["01_b"], "tiny").stamp_path.read_text())
+    assert stamp["run_outputs"] == ["01_b/sft/final/model.safetensors", "01_b/sft/result.json"]
+    shutil.rmtree(runs_dir("tiny") / "01_b" / "sft" / "checkpoint-2")  # intermediate: nobody reads it
+    assert walk(chain, engine) == [(s, "skipped") for s in CHAIN]
+    shutil.rmtree(runs_dir("tiny") / "01_b" / "sft")  # the trained stage deleted
+    steps = run_dag([plan_run(p, "tiny") for p in chain.values()], dry_run=True, log=lambda line: None)
+    assert "output 01_b/sft/final/model.safetensors missing" in steps[1].reasons
+    walk(chain, engine)
+    assert engine.ran == ["01_b", "02_c"]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("fingerprint.inputs", ["00_a"]),
+        ("fingerprint.config", 3),
+        ("fingerprint.source", None),
+        ("fingerprint", "abc"),
+        ("outputs", "01_b/table.csv"),
+        ("run_outputs", [1, 2]),
+    ],
+)
+def test_a_stamp_with_wrong_field_types_is_named_and_rerun(chain: dict[str, Path], field, value) -> None:
+    engine = Engine()
+    walk(chain, engine)
+    path = plan_run(chain["01_b"], "tiny").stamp_path
+    stamp = json.loads(path.read_text())
+    head, _, tail = field.partition(".")
+    if tail:
+        stamp[head][tail] = value
+    else:
+        stamp[head] = value
+    path.write_text(json.dumps(stamp))
+    steps = run_dag([plan_run(p, "tiny") for p in chain.values()], dry_run=True, log=lambda line: None)
+    assert [(s.stem, s.action) for s in steps] == [
+        ("00_a", "skipped"),
+        ("01_b", "would run"),
+        ("02_c", "would run"),
+        ("03_d", "skipped"),
+    ]
+    assert steps[1].reasons[0].startswith(("stamp malformed (", "stamp unreadable")), steps[1].reasons
+    walk(chain, engine)
+    assert engine.ran == ["01_b", "02_c"]
+
+
+def test_a_stage_reading_an_undeclared_section_is_refused_before_it_starts(chain: dict[str, Path]) -> None:
+    # the stages a notebook starts read in processes of their own: their sections must be declared too
+    from conftest import stage_of
+    from guirl.config import load_run_config
+    from guirl.configbase import UndeclaredSectionError
+    from guirl.train.launch import SFT_ENTRY, stage_fingerprint
+
+    _declare(chain["03_d"], ["seed", "sft", "model", "runtime"])
+    plan = plan_run(chain["03_d"], "tiny")
+    plan.config.save(
+        plan.config_path, header=[f"notebook 03_d reads config sections: {', '.join(plan.config_sections)}"]
+    )
+    cfg = load_run_config(config_path=plan.config_path)
+    folder = chain["03_d"].parent
+    stage = stage_of(cfg.replace({"seed": 2}), "sft", data_dir=folder, base_model=folder, output_dir=folder / "o")
+    with pytest.raises(UndeclaredSectionError, match=r"notebook 03_d starts stage 'sft' .* section\(s\) 'lora' that"):
+        stage_fingerprint(stage)
+    grounding = stage_of(cfg, "grounding", data_dir=folder, base_model=folder, output_dir=folder / "g")
+    with pytest.raises(UndeclaredSectionError, match=r"'grounding'"):
+        stage_fingerprint(grounding)
+    assert SFT_ENTRY == "guirl.stages.sft"

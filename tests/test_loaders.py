@@ -757,3 +757,103 @@ def test_guir1_pixel_boxes(tmp_path):
     assert norm.action.point == (0.5, 0.5)  # all values in [0, 1]: normalised
     with pytest.raises(DatasetFormatError, match="outside"):
         step_from_row({"gt_action": "click", "gt_bbox": [1500, 10], "gt_input_text": ""}, screen_size=(1080, 2400))
+
+
+# ----------------------------------------------------------------------------- bounds on a record
+def _png_header(w: int, h: int) -> bytes:
+    """A PNG that says it is ``w`` x ``h`` (its header only: a decompression bomb as Pillow opens it)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+def _deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+# (what, edit of the first record of UI-S1's std file (a dict) -> it, the key named)
+BOUNDS = [
+    ("30000x30000 png", lambda d, root: _bomb_shot(d, root), "screenshot"),
+    ("json nested 100 000 deep", lambda d, root: {**d, "extra": "@DEEP100000@"}, "<line>"),
+    ("json nested 100 deep", lambda d, root: {**d, "extra": "@DEEP100@"}, "<line>"),
+    ("time 1e308", lambda d, root: _edit_step(d, 1, {"time": 1e308}), "time"),
+    ("coordinate 1e308", lambda d, root: _edit_step(d, 0, {"coordinate": [1e308, 5]}), "coordinate"),
+    ("5000-character path", lambda d, root: _set_shot(d, "images/" + "a" * 5000 + ".png"), "screenshot"),
+    ("300-byte path part", lambda d, root: _set_shot(d, "images/" + "b" * 300 + ".png"), "screenshot"),
+    ("../ out of the data folder", lambda d, root: _outside_shot(d, root), "screenshot"),
+]
+
+
+def _edit_step(d: dict, i: int, change: dict) -> dict:
+    d["steps"][i]["action_content"].update(change)
+    return d
+
+
+def _set_shot(d: dict, shot: str) -> dict:
+    d["steps"][0]["screenshot"] = shot
+    return d
+
+
+def _bomb_shot(d: dict, root: Path) -> dict:
+    (root / "images" / "bomb.png").write_bytes(_png_header(30000, 30000))
+    return _set_shot(d, "images/bomb.png")
+
+
+def _outside_shot(d: dict, root: Path) -> dict:
+    import shutil
+
+    shutil.copy(root / "images" / "s1_0.png", root.parent / "outside.png")  # a real image, outside uis1/
+    return _set_shot(d, "../outside.png")
+
+
+@pytest.mark.parametrize("what, edit, key", BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_a_record_past_a_bound_is_named_and_skipped_and_the_rest_loads(tmp_path, what, edit, key):
+    import json
+    import time
+
+    root = mf.MAKERS["uis1"](tmp_path)
+    path = root / "std.jsonl"
+    lines = path.read_text().splitlines()
+    bad = json.dumps(edit(json.loads(lines[0]), root))
+    bad = bad.replace('"@DEEP100000@"', _deep(100_000)).replace('"@DEEP100@"', _deep(100))
+    path.write_text("\n".join([lines[0], bad, *lines[1:]]) + "\n")
+    start = time.perf_counter()
+    with pytest.raises(DatasetFormatError) as ei:
+        load_dataset("uis1", root)
+    assert ei.value.record.startswith("line 2") and ei.value.key in (key, "?"), str(ei.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = load_dataset("uis1", root, skip_bad=True)
+    assert res.counts()["loaded"] == len(lines) and res.counts()["rejected"] == 1
+    f, record, why = res.skipped[0]
+    assert f == str(path) and record.startswith("line 2") and why.startswith(f"{key}: "), res.skipped
+    assert time.perf_counter() - start < 30
+
+
+def test_image_bytes_past_the_pixel_bound_are_named(tmp_path):
+    from guirl.data.loaders._common import Ctx, save_png
+
+    with pytest.raises(DatasetFormatError, match=r"key .image.: image bytes are larger than 89478485 pixels"):
+        save_png(Ctx("f.parquet", "row 3"), "image", _png_header(30000, 30000), tmp_path, "x.png")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_a_prepared_episode_whose_screenshot_leaves_the_data_folder_is_named(tmp_path):
+    from guirl.data.schema import SchemaError
+
+    root = mf.MAKERS["uis1"](tmp_path)
+    eps = load_dataset("uis1", root).episodes
+    path = tmp_path / "episodes.jsonl"
+    write_episodes(eps, path)
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"screenshot": "images/', '"screenshot": "../../images/', 1)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        SchemaError, match=r"episodes.jsonl:2: bad episode record: screenshot: '\.\./\.\./images/.*' leads outside"
+    ):
+        list(read_episodes(path))

@@ -245,6 +245,32 @@ def test_the_saved_config_header_names_overlay_keys_a_notebook_sets_per_stage() 
     from guirl.runner import _header, plan_run
 
     plan = plan_run("notebooks/03_coepg_iterations.ipynb", "tiny", overlays=["smoke"])
-    lines = _header(plan)
-    assert len(lines) == 3 and lines[2].startswith("set per stage by this notebook") and "rl.save_steps" in lines[2]
-    assert len(_header(plan_run("notebooks/01_sft.ipynb", "tiny", overlays=["smoke"]))) == 2
+    per_stage = [line for line in _header(plan) if line.startswith("set per stage by this notebook")]
+    assert len(per_stage) == 1 and "rl.save_steps" in per_stage[0]
+    assert not any(
+        line.startswith("set per stage")
+        for line in _header(plan_run("notebooks/01_sft.ipynb", "tiny", overlays=["smoke"]))
+    )
+
+
+def test_cli_plain_run_checks_the_paths_it_reads_before_starting(probe: Path, isolated_outputs, capsys) -> None:
+    # a plain run of paper-3b without its model and data folders stops before the notebook starts
+    assert main([str(probe), "--profile", "paper-3b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.path: " in err and "data.path: " in err, err
+    assert written_outputs(isolated_outputs) == []
+    with pytest.raises(RunnerError, match="model.path: .*data.path: "):
+        run_notebook(probe, "paper-3b")
+
+
+def test_a_notebook_parameter_named_like_a_deeper_config_key_is_its_own(tmp_path: Path) -> None:
+    # 00_data_prep's n_samples is not androidlong.rl.n_samples (a key of the paper profiles)
+    for profile in ("tiny", "paper-3b"):
+        plan = plan_run(REPO / "notebooks" / "00_data_prep.ipynb", profile, parameters={"n_samples": 3})
+        assert plan.parameters["n_samples"] == 3
+    assert main([str(REPO / "notebooks" / "00_data_prep.ipynb"), "--dry-run", "-p", "n_samples", "3"]) == 0
+    # a name the notebook does not have is still refused, with the config key it ends when there is one
+    with pytest.raises(RunnerError, match=r"not a parameter of notebooks/01_sft\.ipynb"):
+        plan_run(REPO / "notebooks" / "01_sft.ipynb", "tiny", parameters={"n_samples": 3})
+    with pytest.raises(RunnerError, match=r"--override ccpo\.tau_min=3"):
+        plan_run(REPO / "notebooks" / "01_sft.ipynb", "tiny", parameters={"tau_min": 3})

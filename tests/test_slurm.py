@@ -436,3 +436,39 @@ def test_a_failed_job_leaves_no_stamp_and_its_reader_never_runs(cluster, isolate
     steps = run_dag(plans, dry_run=True, log=lambda line: None)
     assert [(s.stem, s.action) for s in steps] == [("00_data_prep", "would run"), ("01_sft", "would run")]
     assert steps[0].reasons == ("no successful run yet",)
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_cli_checks_the_paths_a_run_reads_before_submitting(
+    fake_slurm: Path, capsys, isolated_outputs, dry_run
+) -> None:
+    # paper-3b reads a model and a data folder a fresh clone does not have: nothing is submitted
+    assert main(["--all", "--slurm", "--slurm-config", str(LOCAL), "--profile", "paper-3b", *dry_run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.path: " in err and "data.path: " in err, err
+    assert not (fake_slurm / "sbatch.calls").exists()
+    assert [p for p in isolated_outputs["GUIRL_RUNS"].rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize(
+    "line, key",
+    [
+        ("partition: 'gpu\\n#SBATCH --wrap=\"rm -rf x\"'", "partition"),
+        ('account: "lab\\rx"', "account"),
+        ('qos: "a\\tb"', "qos"),
+        ('constraint: "h100\\u0000"', "constraint"),
+        ('gpu_type: "a100 x"', "gpu_type"),
+        ('notebooks: {01_sft: {partition: "a\\nb"}}', "notebooks"),
+        ('setup: ["module load cuda\\nrm -rf /"]', "setup"),
+        ('sbatch_args: ["--comment=a\\u0007"]', "sbatch_args"),
+    ],
+)
+def test_slurm_fields_refuse_control_characters(tmp_path: Path, line: str, key: str) -> None:
+    # a newline in a field would add a line to the job script (an #SBATCH option or a command)
+    path = tmp_path / "lab.yaml"
+    path.write_text(f"gpus: 0\ncpus_per_task: 2\nmem_gb: 4\ntime: '60'\n{line}\n")
+    with pytest.raises(ConfigError) as err:
+        load_slurm_config(path, SHIPPED_NOTEBOOKS)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"{path}: {key}"), text
+    assert "control character" in text or "white space" in text, text

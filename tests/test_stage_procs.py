@@ -110,6 +110,25 @@ def test_a_killed_caller_leaves_no_stage_process(tmp_path, sig):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_stage_leader_takes_the_trainer_with_it(tmp_path):
+    # SIGKILL to the stage's process-group leader (the guirl.train.procs wrapper), not to the caller:
+    # the wrapper cannot stop its group, so the caller does, and run_stage fails (nothing marked done)
+    proc, out, members = _start_launcher(tmp_path)
+    leader = os.getpgid(int((out / "trainer.pid").read_text()))
+    os.kill(leader, signal.SIGKILL)
+    try:
+        assert _gone(members) == [], f"left running after SIGKILL to the stage's leader: {members}"
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        for pid in members:  # on failure: leave nothing behind
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert not (out / "result.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_busy_stage_folder_is_refused_naming_its_holder(tmp_path):
     from guirl.config import load_config
     from guirl.train.launch import run_stage

@@ -37,7 +37,8 @@ def manifest_of(folder: Path) -> dict:
 def test_minigui_dir_builds_once_then_reuses(isolated_outputs: dict[str, Path], build_calls: list[dict]) -> None:
     cfg = load_config("tiny", overrides=SMALL)
     first = minigui_dir(cfg, progress=False)
-    assert first == isolated_outputs["GUIRL_DATA"] / "tiny" / "minigui"  # under $GUIRL_DATA/<profile>
+    link = isolated_outputs["GUIRL_DATA"] / "tiny" / "minigui"  # published under $GUIRL_DATA/<profile>
+    assert link.resolve() == first and first.parent == link.parent
     m = manifest_of(first)
     assert (m["n_tasks"], m["seed"], m["width"], m["height"]) == (12, 0, 280, 504)
     assert (first / "train" / "episodes.jsonl").is_file() and (first / "grounding_train.jsonl").is_file()
@@ -67,12 +68,13 @@ def test_minigui_dir_rebuilds_when_settings_change(
     stamp = (folder / "manifest.json").stat().st_mtime_ns
     cfg2 = load_config("tiny", overrides=SMALL + overrides)
     again = minigui_dir(cfg2, progress=False)
-    assert again == folder  # same folder, rebuilt in place
+    assert again != folder and again.parent == folder.parent  # a new version, published at the same link
+    assert (folder.parent / "minigui").resolve() == again
     assert len(build_calls) == 2
-    m = manifest_of(folder)
+    m = manifest_of(again)
     for key, value in changed.items():
         assert m[key] == value
-    assert (folder / "manifest.json").stat().st_mtime_ns != stamp
+    assert (folder / "manifest.json").stat().st_mtime_ns == stamp  # the old version this process reads: as it was
     # and the rebuilt folder is now reused for the new settings
     minigui_dir(cfg2, progress=False)
     assert len(build_calls) == 2
@@ -83,10 +85,66 @@ def test_minigui_dir_rebuild_regenerates_matching_data(build_calls: list[dict]) 
     cfg = load_config("tiny", overrides=SMALL)
     folder = minigui_dir(cfg, progress=False)
     before = (folder / "train" / "episodes.jsonl").read_bytes()
-    assert minigui_dir(cfg, rebuild=True, progress=False) == folder and len(build_calls) == 2
-    assert (folder / "train" / "episodes.jsonl").read_bytes() == before  # deterministic
+    again = minigui_dir(cfg, rebuild=True, progress=False)
+    assert again != folder and len(build_calls) == 2
+    assert (again / "train" / "episodes.jsonl").read_bytes() == before  # deterministic
     minigui_dir(cfg, progress=False)
     assert len(build_calls) == 2
+
+
+# A reader in another process (a notebook's evaluation, a training stage): loads the MiniGUI data at
+# data/tiny/minigui over and over and checks that each load is whole: the episode and step counts of
+# the manifest beside the episodes it read, every screenshot there and a PNG.
+READER = """
+import json, sys
+from pathlib import Path
+from guirl.data.splits import load_splits
+link, bad, n, errors = Path(sys.argv[1]), 0, 0, []
+while not Path(sys.argv[0] + ".stop").exists() or n < 3:
+    n += 1
+    try:
+        splits = load_splits(link)
+        root = Path(splits["train"].image_root).parent
+        m = json.loads((root / "manifest.json").read_text())
+        ok = sorted(splits) == sorted(m["counts"])
+        for name, split in splits.items():
+            eps = split.episodes
+            ok = ok and len(eps) == m["counts"][name]["episodes"]
+            ok = ok and sum(len(e.steps) for e in eps) == m["counts"][name]["steps"]
+            for e in eps:
+                for s in e.steps:
+                    p = Path(split.image_root) / s.screenshot
+                    ok = ok and p.is_file() and p.read_bytes()[:4] == bytes([0x89, 0x50, 0x4E, 0x47])
+        bad += not ok
+    except Exception as err:  # a load that broke half-way: as bad as a mixed one
+        bad += 1
+        errors.append(f"{type(err).__name__}: {str(err)[:120]}")
+print(json.dumps({"loads": n, "bad": bad, "errors": errors[:3]}))
+"""
+
+
+def test_a_reader_racing_a_rebuild_never_sees_mixed_or_short_data(tmp_path: Path, isolated_outputs) -> None:
+    # 00 rebuilds MiniGUI with other sizes (other data) while other processes load it: every load is
+    # whole, of one build or another, never a mix or a file cut short
+    import subprocess
+    import sys
+
+    from conftest import runner_env
+
+    small, large = SMALL, ["data.n_train_tasks=10", "data.n_test_tasks=10"]
+    minigui_dir(load_config("tiny", overrides=small), progress=False)
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    link = isolated_outputs["GUIRL_DATA"] / "tiny" / "minigui"
+    readers = [
+        subprocess.Popen([sys.executable, str(script), str(link)], env=runner_env(), stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for sizes in (large, small, large, small, large):
+        minigui_dir(load_config("tiny", overrides=sizes), rebuild=True, progress=False)
+    (tmp_path / "reader.py.stop").write_text("")
+    results = [json.loads(r.communicate(timeout=300)[0]) for r in readers]
+    assert all(r["loads"] >= 3 and r["bad"] == 0 for r in results), results
 
 
 # ----------------------------------------------------------------------------- base_model_dir
@@ -136,6 +194,9 @@ def test_upstream_result_names_the_missing_file_and_target(tmp_path: Path, monke
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"final": "x"}))
     assert upstream_result(cfg, "01_sft", "sft") == {"final": "x"}
+    path.write_text('{"final": "x')  # torn
+    with pytest.raises(RuntimeError, match=r"result.json: the sft result of notebook 01_sft is torn .*make nb-01_sft"):
+        upstream_result(cfg, "01_sft", "sft")
 
 
 def test_eval_splits_are_the_test_splits_and_name_a_missing_one(

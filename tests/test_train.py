@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -125,7 +126,7 @@ def test_changed_config_never_reuses_a_finished_stage(tiny_model, minigui, tmp_p
     )
     assert second["global_step"] == 2 and first["global_step"] == 1
     saved = json.loads((out / FINGERPRINT_FILE).read_text())
-    assert saved["config"]["grounding"]["max_steps"] == 2
+    assert saved["config"]["grounding.max_steps"] == 2
 
 
 def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
@@ -254,9 +255,8 @@ def test_fingerprint_ignores_scheduling(tmp_path):
     assert fp(threads) != fp(one)
     # every named input is part of what the stage depends on
     (tmp_path / "x").mkdir()
-    assert fp(one, executor=tmp_path / "x") != fp(one) and fp(one, executor=tmp_path / "x")["inputs"] == {
-        "executor": str((tmp_path / "x").resolve())
-    }
+    assert fp(one, executor=tmp_path / "x") != fp(one)
+    assert fp(one, executor=tmp_path / "x")["input_paths"]["executor"] == str((tmp_path / "x").resolve())
 
 
 seen_group: dict[str, object] = {}
@@ -481,7 +481,7 @@ def test_records_stage_trains_on_a_studys_records(tiny_model, minigui, tmp_path)
     assert result["global_step"] == 2 and result["n_records"] == len(recs)
     before = stage_fingerprint(stage)
     write_records(path, recs[:1])
-    assert stage_fingerprint(stage)["input_sha256"] != before["input_sha256"]
+    assert stage_fingerprint(stage)["inputs"] != before["inputs"]
 
 
 def test_an_sft_stage_refuses_inputs_it_does_not_read(tiny_model, minigui, tmp_path):
@@ -492,3 +492,85 @@ def test_an_sft_stage_refuses_inputs_it_does_not_read(tiny_model, minigui, tmp_p
     )
     with pytest.raises(TrainingFailed, match="a sft stage reads no such input"):
         run_stage(stage, echo=False)
+
+
+def test_a_trained_stage_records_the_keys_it_read_and_declares_them(tiny_model, minigui, tmp_path):
+    # the real entry records the config keys its process read and the guirl modules it ran; every
+    # key it read is declared (or changes nothing it trains), and a key it does not read keeps it
+    from guirl.train.stagestate import READS_FILE, undeclared_reads
+
+    out = tmp_path / "g"
+    cfg = load_config("tiny", overrides=["grounding.max_steps=1"])
+    stage = stage_of(cfg, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out)
+    run_stage(stage, echo=False)
+    reads = json.loads((out / READS_FILE).read_text())
+    assert reads["config"]["grounding.max_steps"] == 1 and "sft.learning_rate" not in reads["config"]
+    assert "guirl.train.sft" in reads["modules"] and "guirl.studies.sft" not in reads["modules"]
+    assert undeclared_reads(stage) == []
+    mtime = (out / RESULT_FILE).stat().st_mtime
+    other = load_config("tiny", overrides=["grounding.max_steps=1", "sft.learning_rate=1e-4", "coepg.iterations=2"])
+    run_stage(stage_of(other, "grounding", data_dir=minigui, base_model=tiny_model, output_dir=out), echo=False)
+    assert (out / RESULT_FILE).stat().st_mtime == mtime  # reused: it reads neither key
+
+
+def _nan_model(tiny_model: Path, folder: Path) -> Path:
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(tiny_model, folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    name = next(k for k in weights if "embed_tokens" in k)
+    weights[name][0, 0] = float("nan")
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+def test_a_stage_with_non_finite_weights_fails_at_once_and_is_never_done(tiny_model, minigui, tmp_path):
+    cfg = load_config("tiny", overrides=["grounding.max_steps=3", "sft.save_steps=1"])
+    out = tmp_path / "g"
+    base = _nan_model(tiny_model, tmp_path / "nan-model")
+    stage = stage_of(cfg, "grounding", data_dir=minigui, base_model=base, output_dir=out)
+    with pytest.raises(TrainingFailed, match=r"NonFiniteError: stage 'grounding': the weights hold NaN .*nan-model"):
+        run_stage(stage, echo=False)
+    assert not (out / RESULT_FILE).exists() and not list(out.glob("checkpoint-*"))
+
+
+def test_a_diverging_learning_rate_stops_the_stage_at_its_first_bad_step(tiny_model, minigui, tmp_path):
+    # sft.learning_rate=1e308 (set past validation, as a saved config could hold it): the first update
+    # overflows the weights; the stage stops at that step, names the key, and writes no result and no
+    # complete checkpoint
+    from guirl.train.sft import train
+    from guirl.train.stagestate import NonFiniteError
+
+    cfg = load_config("tiny", overrides=["sft.max_steps=4", "sft.save_steps=1", "sft.per_device_batch_size=1"])
+    object.__setattr__(cfg.sft, "learning_rate", 1e308)
+    out = tmp_path / "s"
+    with pytest.raises(
+        NonFiniteError, match=r"stage 'sft': .* after step (\d+) .*lower sft\.learning_rate \(now 1e\+308\)"
+    ) as err:
+        train(cfg, "sft", minigui, tiny_model, out)
+    bad_step = int(re.search(r"after step (\d+)", str(err.value)).group(1))
+    assert bad_step <= 2  # the warm-up's first step has a learning rate of 0
+    assert not (out / RESULT_FILE).exists()
+    complete = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if (p / COMPLETE_FILE).exists())
+    assert all(k < bad_step for k in complete), complete  # a diverged step is never marked resumable
+
+
+def test_corrupt_checkpoint_weights_are_named_and_passed_over(tiny_model, minigui, tmp_path):
+    from guirl.models import CorruptCheckpointError, load_model
+    from guirl.train.sft import train
+
+    cfg = load_config("tiny", overrides=["grounding.max_steps=4", "sft.save_steps=2"])
+    out = tmp_path / "g"
+    train(cfg, "grounding", minigui, tiny_model, out)
+    (out / RESULT_FILE).unlink()
+    weights = out / "checkpoint-4" / "model.safetensors"  # complete (marked), then overwritten
+    weights.write_bytes(weights.read_bytes()[:4096])
+    with pytest.warns(UserWarning, match=r"checkpoint-4/model.safetensors: corrupt checkpoint weights"):
+        result = train(cfg, "grounding", minigui, tiny_model, out)
+    assert Path(result["resumed_from"]).name == "checkpoint-2" and result["global_step"] == 4
+    final = out / "final" / "model.safetensors"
+    final.write_bytes(b"\0" * 64)
+    with pytest.raises(CorruptCheckpointError, match=rf"{final}: the weights are corrupt .*; delete the folder"):
+        load_model(out / "final")

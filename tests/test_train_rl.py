@@ -322,6 +322,39 @@ def test_rows_of_a_run_killed_before_its_first_checkpoint_are_not_kept(tiny_mode
     assert [r["step"] for r in read_log(out / LOG_FILE)] == [1, 2]  # not [1, 2, 1, 2]
 
 
+@pytest.mark.slow
+def test_a_diverging_rl_step_stops_the_stage_and_saves_nothing(tiny_model, tmp_path):
+    # rl.learning_rate=1e308 (set past validation, as a saved config could hold it): the first update
+    # overflows the weights; the stage stops at that step naming the key, with no checkpoint and no result
+    from guirl.train.stagestate import NonFiniteError
+
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=3", "rl.save_steps=1", "rl.warmup_steps=0"])
+    object.__setattr__(cfg.rl, "learning_rate", 1e308)
+    out = tmp_path / "rl"
+    with pytest.raises(NonFiniteError, match=r"stage 'rl': .* after step 1 .*lower rl\.learning_rate \(now 1e\+308\)"):
+        train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    assert not (out / RESULT_FILE).exists() and not list(out.glob("checkpoint-*"))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_whose_weights_do_not_load_is_named_and_passed_over(tiny_model, tmp_path):
+    from guirl.train.rl import last_checkpoint
+
+    cfg = load_config("tiny", overrides=[*TOY, "rl.max_steps=2", "rl.save_steps=1", "rl.save_total_limit=5"])
+    out = tmp_path / "rl"
+    train_rl(cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False)
+    _stop_after(out, 2)
+    weights = next((out / "checkpoint-2").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:4096])  # complete (engine.json there), then cut short
+    with pytest.warns(UserWarning, match=rf"{weights.name}: corrupt checkpoint weights"):
+        assert last_checkpoint(out) == out / "checkpoint-1"
+    with pytest.warns(UserWarning, match="corrupt checkpoint weights"):
+        result = train_rl(
+            cfg, _toy_hooks(), base_model=tiny_model, output_dir=out, make_policy=_policy(1), progress=False
+        )
+    assert result["first_step"] == 1 and result["global_step"] == 2
+
+
 def test_dapo_accumulates_groups_until_the_batch_is_full():
     """The engine's collect loop with a scripted policy: groups whose rewards are all equal are
     dropped and more tasks are drawn until ``prompts_per_step`` groups are kept (DAPO)."""

@@ -38,6 +38,7 @@ import copy
 import difflib
 import hashlib
 import json
+import os
 import re
 import sys
 import types
@@ -60,6 +61,7 @@ from guirl.configbase import (
     Registered,
     Sampling,
     Section,
+    derived,
     mirrored_fields,
 )
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
@@ -220,6 +222,8 @@ def parse_scalar(text: str) -> Any:
     """Parse one override value as YAML: ``"1e-4"`` -> 1e-4, ``"3"`` -> 3, ``"false"`` -> False,
     ``"null"`` -> None, ``"[1, 2]"`` -> [1, 2], anything else -> the string itself."""
     try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_Loader)):
+            return text  # an alias (*name) is no value of its own: the text, which validation then names
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError:
         return text
@@ -578,9 +582,11 @@ class BaseConfig(BaseModel):
                 raise ConfigError("replace", key, "the profile cannot be replaced", "load another profile instead")
             _merge(data, _nest(key, value), f"replace {format_override(key, value)}", provenance)
         try:
-            return type(self).model_validate(data)
+            new = type(self).model_validate(data)
         except ValidationError as err:
             raise _to_config_error(err, provenance, "replace", type(self)) from None
+        derived(self, new)  # a recorded config's reads include its derived configs'
+        return new
 
     def to_flat(self) -> dict[str, Any]:
         """``{"seed": 0, "model.path": "tiny", "sft.learning_rate": 0.001, ...}``."""
@@ -603,8 +609,30 @@ class BaseConfig(BaseModel):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         comments = "".join(f"# {line}\n" for text in header for line in str(text).splitlines())
-        path.write_text(comments + self.to_yaml(), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # atomic: a reader sees the old file or the new
+        tmp.write_text(comments + self.to_yaml(), encoding="utf-8")
+        os.replace(tmp, path)
         return path
+
+    def rl_sections(self) -> tuple[str, ...]:
+        """The config keys (dotted prefixes) an RL stage of this config reads besides the RL
+        engine's: the section of ``rl.role``'s method and of the reward it trains with
+        (``rl.reward``, or the generic role's default, :data:`guirl.methods.DEFAULT_REWARD`), and
+        the keys those methods' records say they also read (``Method.reads``): what an RL stage's
+        fingerprint covers besides the engine's keys (:mod:`guirl.train.stagestate`)."""
+        import guirl.methods
+
+        role = self.rl.role.split(".", 1)[0]
+        reward = self.rl.reward or (guirl.methods.DEFAULT_REWARD if role in guirl.methods.GENERIC_ROLES else None)
+        out: list[str] = []
+        for name in (role, *([reward] if reward else [])):
+            if name not in guirl.methods.names():
+                continue
+            for key in (name, *guirl.methods.get(name).reads):
+                section = key.split(".", 1)[0]
+                if section in type(self).model_fields and key not in out:
+                    out.append(key)
+        return tuple(out)
 
     def method_section(self, name: str) -> Section:
         """``cfg.<name>``, the section of method ``name``; a :class:`ConfigError` saying how to
@@ -771,6 +799,21 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _no_aliases(text: str, shown: str, key: str) -> None:
+    """Refuse YAML aliases (``*name``): a config is written out, and an alias is how a file
+    refers to itself (``a: &x [*x]``, endless) or grows exponentially (a "billion laughs" chain).
+    Reads the event stream only (linear in the text); a :class:`ConfigError` names the line."""
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+            raise ConfigError(
+                shown,
+                key,
+                f"YAML alias *{event.anchor} at line {line}",
+                "write the value out (configs use no anchors or aliases)",
+            )
+
+
 def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
     shown = _display(path)
     if not path.is_file():
@@ -786,6 +829,7 @@ def _read_yaml(path: Path, key: str, missing_fix: str) -> dict[str, Any]:
             shown, key, f"cannot read the file ({err.strerror})", "check the path and its permissions"
         ) from None
     try:
+        _no_aliases(text, shown, key)
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -1369,9 +1413,43 @@ def load_run_config(
 
     ``config_path`` given (the runner injects it): exactly that resolved file, which the runner
     validated and saved before the notebook started; ``profile``, ``experiment`` and
-    ``overrides`` are then only a record of how it was resolved. ``config_path`` ``None`` (a
-    notebook opened by hand): the same resolution as :func:`load_config`.
+    ``overrides`` are then only a record of how it was resolved. When the runner recorded in
+    that file the config sections the notebook declares it reads (:func:`sections_header`), the
+    config refuses to give any other section (:func:`guirl.configbase.guard_sections`): the
+    notebook's stamp covers only those. ``config_path`` ``None`` (a notebook opened by hand): the
+    same resolution as :func:`load_config`.
     """
     if config_path is not None:
-        return load_config(Path(config_path))
+        cfg = load_config(Path(config_path))
+        declared = _declared_sections(Path(config_path))
+        if declared is not None:
+            from guirl.configbase import guard_sections
+
+            guard_sections(cfg, declared[1], f"notebook {declared[0]}")
+        return cfg
     return load_config(profile, experiment, overrides, overlays=overlays, notebook=notebook)
+
+
+#: The header line the runner writes into a notebook's saved config when the notebook declares
+#: the config sections it reads (``metadata.guirl.config``; :mod:`guirl.dag`).
+SECTIONS_HEADER = re.compile(r"^# notebook (\S+) reads config sections: (.*)$")
+
+
+def sections_header(notebook: str, sections: Sequence[str]) -> str:
+    """The header line (without ``# ``) recording that ``notebook`` reads only ``sections``."""
+    return f"notebook {notebook} reads config sections: {', '.join(sections)}"
+
+
+def _declared_sections(path: Path) -> tuple[str, list[str]] | None:
+    """``(notebook, sections)`` from a saved config's header (:func:`sections_header`), or ``None``."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    return None
+                m = SECTIONS_HEADER.match(line.rstrip("\n"))
+                if m:
+                    return m.group(1), [x.strip() for x in m.group(2).split(",") if x.strip()]
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None

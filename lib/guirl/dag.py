@@ -8,16 +8,24 @@ A notebook declares the notebooks whose outputs it reads in its metadata::
 ``runs/<profile>/<notebook>.stamp.json``, holding the run's **fingerprint**:
 
 * ``source``: sha256 of the notebook's code cells (markdown, outputs and metadata do not count);
-* ``config``: the hash of the resolved config it ran with (:meth:`guirl.config.Config.hash`);
+* ``config``: the config it ran with, restricted to the sections it declares it reads
+  (``metadata.guirl.config``, e.g. ``["seed", "model", "data", "sft", "eval", "runtime"]``: a
+  change of ``coepg.iterations`` leaves 01 up to date), one short hash per section
+  (:func:`config_digest`); a notebook that declares none has the hash of the whole config
+  (:meth:`guirl.config.Config.hash`). The runner makes the notebook's config refuse the other
+  sections (:func:`guirl.config.load_run_config`), so a declaration that misses one fails loudly;
 * ``library``: sha256 of the library, ``lib/guirl/**/*.py`` and ``lib/guirl/assets/**``;
 * ``inputs``: for every notebook it reads, the sha256 of that notebook's stamp file (so any
   new run of an upstream notebook, which writes a new stamp, makes its readers stale).
 
 The stamp also lists the run's **outputs**: the files it wrote under
-``figures/<profile>/<notebook>/`` (paths relative to ``figures/<profile>``).
+``figures/<profile>/<notebook>/`` (paths relative to ``figures/<profile>``), and its
+**run outputs**: the files it left under ``runs/<profile>/<notebook>/`` (stage results and final
+models; not the intermediate ``checkpoint-*`` folders), which later notebooks read. A stamp whose
+fields have the wrong types is named and its notebook rerun (:func:`stamp_problems`).
 
-A notebook is up to date when its stamp's fingerprint equals the current one and every output it
-lists is still there; otherwise :func:`stale_reasons` and :func:`missing_outputs` say what changed. ``make reproduce`` (``python -m guirl.runner --all``)
+A notebook is up to date when its stamp's fingerprint equals the current one and every output and
+run output it lists is still there; otherwise :func:`stale_reasons` and :func:`missing_outputs` say what changed. ``make reproduce`` (``python -m guirl.runner --all``)
 runs only stale notebooks, in number order; a run that fails or is interrupted leaves no stamp,
 so the next run resumes there. The runner (:mod:`guirl.runner`) does the running; this module
 only reads notebooks and stamps and decides.
@@ -33,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from guirl import contenthash
 from guirl.paths import repo_root
 
 #: Injected by the runner into every notebook's ``parameters`` cell.
@@ -44,6 +53,8 @@ __all__ = [
     "STAMP_SUFFIX",
     "load_notebook",
     "notebook_reads",
+    "notebook_config",
+    "config_digest",
     "source_digest",
     "library_digest",
     "check_reads",
@@ -54,6 +65,8 @@ __all__ = [
     "fingerprint",
     "stale_reasons",
     "missing_outputs",
+    "run_outputs",
+    "stamp_problems",
     "written_since",
 ]
 
@@ -89,6 +102,32 @@ def notebook_reads(path: str | Path, nb: Mapping[str, Any] | None = None) -> tup
     return tuple(reads)
 
 
+def notebook_config(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
+    """The config sections (top-level keys) ``path`` declares it reads (``metadata.guirl.config``);
+    ``None`` when it declares none (then every section counts)."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY)
+    if not isinstance(meta, Mapping) or "config" not in meta:
+        return None
+    sections = meta["config"]
+    if not isinstance(sections, list) or not all(isinstance(s, str) and s for s in sections):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.config: must be a list of config sections (got {sections!r}); "
+            'e.g. {"guirl": {"config": ["seed", "data"]}}'
+        )
+    return tuple(sections)
+
+
+def config_digest(config: Mapping[str, Any], sections: Sequence[str]) -> dict[str, str]:
+    """``{section: short sha256 of its canonical JSON}`` for ``profile`` and each of ``sections``
+    of the resolved config (``Config.to_dict()``); a section the config does not have is ``"-"``."""
+    out = {}
+    for name in sorted({"profile", *sections}):
+        blob = json.dumps(config.get(name), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        out[name] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12] if name in config else "-"
+    return out
+
+
 def source_digest(nb: Mapping[str, Any]) -> str:
     """sha256 (hex) of the code cells' sources, in order (markdown, outputs, metadata ignored)."""
     h = hashlib.sha256()
@@ -101,22 +140,11 @@ def source_digest(nb: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def _library_files(root: Path) -> list[Path]:
-    files = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
-    files += [p for p in (root / "assets").rglob("*") if p.is_file()] if (root / "assets").is_dir() else []
-    return sorted(set(files), key=lambda p: p.relative_to(root).as_posix())
-
-
 def library_digest(root: str | Path | None = None) -> str:
     """sha256 (hex) of the library source: every ``*.py`` under ``root`` (default
-    ``lib/guirl``) and its ``assets/``, by relative path and content."""
-    root = Path(root) if root is not None else repo_root() / "lib" / "guirl"
-    h = hashlib.sha256()
-    for path in _library_files(root):
-        h.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
-        h.update(path.read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+    ``lib/guirl``) and its ``assets/``, by relative path and content
+    (:func:`guirl.contenthash.library_digest`)."""
+    return contenthash.library_digest(Path(root) if root is not None else repo_root() / "lib" / "guirl")
 
 
 def check_reads(reads: Mapping[str, Sequence[str]]) -> None:
@@ -171,7 +199,9 @@ def read_stamp(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def fingerprint(*, source: str, config: str, library: str, inputs: Mapping[str, str | None]) -> dict[str, Any]:
+def fingerprint(
+    *, source: str, config: str | Mapping[str, str], library: str, inputs: Mapping[str, str | None]
+) -> dict[str, Any]:
     """The fingerprint of a run (see the module docstring); ``inputs`` maps each notebook read
     to its stamp digest (``None``: it has no successful run)."""
     return {"source": source, "config": config, "library": library, "inputs": dict(sorted(inputs.items()))}
@@ -185,7 +215,18 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     old = stamp.get("fingerprint")
     if not isinstance(old, Mapping):
         return ["stamp unreadable"]
-    reasons = [f"{part} changed" for part in ("source", "config", "library") if old.get(part) != current[part]]
+    problems = stamp_problems(stamp)
+    if problems:
+        return [f"stamp malformed ({problems[0]}); a new run writes a good one"]
+    reasons = []
+    for part in ("source", "config", "library"):
+        if old.get(part) == current[part]:
+            continue
+        was, now = old.get(part), current[part]
+        if isinstance(was, Mapping) and isinstance(now, Mapping) and set(was) == set(now):
+            reasons.append(f"{part} changed ({', '.join(k for k in now if was.get(k) != now[k])})")
+        else:
+            reasons.append(f"{part} changed")
     old_inputs = old.get("inputs") or {}
     for up, digest in current["inputs"].items():
         if digest is None:
@@ -197,11 +238,66 @@ def stale_reasons(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -
     return reasons
 
 
-def missing_outputs(stamp: Mapping[str, Any] | None, root: str | Path) -> list[str]:
-    """``["output <path> missing", ...]`` for the outputs a stamp lists (relative to ``root``,
-    ``figures/<profile>``) that are gone; ``[]`` when all are there (or there is no stamp)."""
-    listed = (stamp or {}).get("outputs") or []
+def _problem(value: Any, want: str) -> str | None:
+    checks = {
+        "str": lambda v: isinstance(v, str),
+        "str or mapping of str": lambda v: (
+            isinstance(v, str) or (isinstance(v, Mapping) and all(isinstance(x, str) for x in v.values()))
+        ),
+        "mapping of str or null": lambda v: (
+            isinstance(v, Mapping)
+            and all(isinstance(k, str) and (x is None or isinstance(x, str)) for k, x in v.items())
+        ),
+        "list of str": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    }
+    return None if checks[want](value) else f"expected {want}, got {type(value).__name__}"
+
+
+def stamp_problems(stamp: Mapping[str, Any]) -> list[str]:
+    """``["fingerprint.inputs: expected mapping of str or null, got list", ...]``: the fields of a
+    stamp whose type is wrong (a hand-edited or foreign file); ``[]`` for a well-formed one. A
+    malformed stamp makes its notebook stale (:func:`stale_reasons`), never a crash of the walk."""
+    out = []
+    fp = stamp.get("fingerprint")
+    if not isinstance(fp, Mapping):
+        return [f"fingerprint: expected a mapping, got {type(fp).__name__}"]
+    wanted = {"source": "str", "config": "str or mapping of str", "library": "str", "inputs": "mapping of str or null"}
+    for key, want in wanted.items():
+        bad = _problem(fp.get(key), want)
+        if bad:
+            out.append(f"fingerprint.{key}: {bad}")
+    for key in ("outputs", "run_outputs"):
+        if key in stamp and _problem(stamp[key], "list of str"):
+            out.append(f"{key}: {_problem(stamp[key], 'list of str')}")
+    return out
+
+
+def missing_outputs(stamp: Mapping[str, Any] | None, root: str | Path, key: str = "outputs") -> list[str]:
+    """``["output <path> missing", ...]`` for the outputs a stamp lists under ``key`` (relative to
+    ``root``: ``outputs`` under ``figures/<profile>``, ``run_outputs`` under ``runs/<profile>``)
+    that are gone; ``[]`` when all are there (or there is no stamp, or its list is malformed:
+    :func:`stale_reasons` says so)."""
+    listed = (stamp or {}).get(key) or []
+    if _problem(listed, "list of str"):
+        return []
     return [f"output {rel} missing" for rel in listed if not (Path(root) / rel).is_file()]
+
+
+def run_outputs(folder: str | Path, root: str | Path) -> list[str]:
+    """The files a notebook's run leaves under its ``runs/<profile>/<notebook>/`` folder (its
+    stages' results, final models, records), as sorted paths relative to ``root``
+    (``runs/<profile>``): every file but lock files and the intermediate ``checkpoint-*`` folders.
+    A later walk reruns the notebook when one of them is gone (:func:`missing_outputs`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.suffix != ".lock"
+        and not any(part.startswith("checkpoint-") for part in p.relative_to(folder).parts[:-1])
+    )
 
 
 def written_since(folder: str | Path, since: float, root: str | Path) -> list[str]:
@@ -216,11 +312,18 @@ def written_since(folder: str | Path, since: float, root: str | Path) -> list[st
 
 
 def write_stamp(
-    path: str | Path, fp: Mapping[str, Any], *, notebook: str, wall_time_s: float, outputs: Sequence[str] = ()
+    path: str | Path,
+    fp: Mapping[str, Any],
+    *,
+    notebook: str,
+    wall_time_s: float,
+    outputs: Sequence[str] = (),
+    run_outputs: Sequence[str] = (),
 ) -> Path:
     """Write the stamp of a successful run atomically (a crash leaves the old file or none);
-    ``outputs``: the files it wrote (:func:`missing_outputs`). Inside a SLURM job
-    (``SLURM_JOB_ID`` set) the stamp also records ``slurm_job_id``."""
+    ``outputs``: the files it wrote under ``figures/<profile>`` and ``run_outputs`` those it left
+    under ``runs/<profile>`` (:func:`missing_outputs`). Inside a SLURM job (``SLURM_JOB_ID`` set)
+    the stamp also records ``slurm_job_id``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -229,6 +332,7 @@ def write_stamp(
         "finished_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "wall_time_s": round(wall_time_s, 3),
         "outputs": list(outputs),
+        "run_outputs": list(run_outputs),
     }
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm_job_id"] = os.environ["SLURM_JOB_ID"]

@@ -28,10 +28,15 @@ of the same notebook and profile is refused with a one-line error naming it (exi
 and SIGHUP stop a run like Ctrl-C (exit 130): the notebook's kernel is shut down, and the
 training stages it started stop with it (:mod:`guirl.train.procs`).
 
+Before anything runs (a plain run, ``--slurm`` or ``--dry-run``), the model, data, accelerate and
+DeepSpeed paths the runs would read must exist (:func:`guirl.config.missing_inputs`; exit 2
+naming them). A notebook that declares the config sections it reads (``metadata.guirl.config``)
+gets a config that refuses the others (:func:`guirl.config.load_run_config`).
+
 ``--all`` and ``--dag`` treat the notebooks as a DAG (their ``metadata.guirl.reads``): they run,
-in number order, only the notebooks whose source, resolved config, library code or inputs changed
+in number order, only the notebooks whose source, declared config sections, library code or inputs changed
 since their last successful run, or one of whose outputs under ``figures/<profile>/<notebook>/``
-is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
+or ``runs/<profile>/<notebook>/`` (stage results, final models) is missing (``--all``: every notebook; ``NB --dag``: NB and what it reads,
 directly or not). ``--force`` reruns the named ones (all of them with ``--all``). A failed or
 interrupted run leaves no stamp, so the next run resumes there.
 
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import signal
 import sys
 import threading
@@ -64,6 +70,7 @@ from guirl.config import (
     missing_inputs,
     parse_override,
     parse_scalar,
+    sections_header,
 )
 from guirl.dag import RESERVED_PARAMETERS
 from guirl.paths import configs_dir, figures_dir, notebooks_dir, repo_root, runs_dir
@@ -110,6 +117,7 @@ class RunPlan:
     overlays: tuple[str, ...]
     overrides: tuple[str, ...]
     reads: tuple[str, ...]
+    config_sections: tuple[str, ...] | None = None  # metadata.guirl.config; None: every section
 
     @property
     def stem(self) -> str:
@@ -195,17 +203,22 @@ def _override_list(overrides: Mapping[str, Any] | Sequence[str] | None) -> list[
 
 
 def _check_parameters(nb_path: Path, declared: list[str], params: Mapping[str, Any], cfg: Config) -> None:
-    """``-p NAME VALUE`` may set only the notebook's own parameters, never a config key."""
+    """``-p NAME VALUE`` may set only the notebook's own parameters, never a config key (a
+    top-level key, a section or a dotted key); a name the notebook does not declare that ends a
+    dotted key is refused with that key's ``--override``."""
     flat = cfg.to_flat()
     for name, value in params.items():
         if name in RESERVED_PARAMETERS:
             flag = "--override KEY=VALUE" if name == "overrides" else f"--{name.replace('_', '-')}"
             raise RunnerError(f"-p {name}: set by the runner; use {flag} instead")
-        dotted = [k for k in flat if k == name or k.endswith(f".{name}")] + [
+        exact = [k for k in flat if k == name or k.startswith(f"{name}.")] + [
             k for k in type(cfg).model_fields if k == name and k not in flat
         ]
-        if name in declared and not dotted:
+        if name in declared and not exact:
+            # the notebook's own parameter; a deeper config key ending in the same word
+            # (androidlong.rl.n_samples for 00's n_samples) is another thing
             continue
+        dotted = exact or [k for k in flat if k.endswith(f".{name}")]
         if dotted:
             raise RunnerError(
                 f"-p {name}: {name!r} is a config key; set it with --override {dotted[0]}={value}"
@@ -240,6 +253,7 @@ def plan_run(
     content = dag.load_notebook(nb)
     try:
         reads = dag.notebook_reads(_rel(nb), content)
+        sections = dag.notebook_config(_rel(nb), content)
     except dag.DagError as err:
         raise RunnerError(str(err)) from None
     params = dict(parameters or {})
@@ -248,6 +262,7 @@ def plan_run(
         experiment = default_experiment(nb)
     cfg = load_config(profile, experiment, override_list, overlays=overlays, notebook=nb.stem)
     _check_parameters(nb, notebook_parameters(content), params, cfg)
+    _check_sections(nb, sections, cfg)
     output = Path(output_path) if output_path is not None else runs_dir(cfg.profile) / nb.name
     output = output.resolve()
     if output == nb:
@@ -268,7 +283,44 @@ def plan_run(
         **params,
     }
     return RunPlan(
-        nb, output, config_path, cfg, injected, experiment, tuple(map(str, overlays)), tuple(override_list), reads
+        nb,
+        output,
+        config_path,
+        cfg,
+        injected,
+        experiment,
+        tuple(map(str, overlays)),
+        tuple(override_list),
+        reads,
+        sections,
+    )
+
+
+def _check_sections(nb_path: Path, sections: Sequence[str] | None, cfg: Config) -> None:
+    """Every section a notebook declares it reads (``metadata.guirl.config``) is a top-level key
+    of the config."""
+    known = list(type(cfg).model_fields)
+    for name in sections or ():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise RunnerError(
+                f"{_rel(nb_path)}: metadata.{dag.META_KEY}.config: {name!r} is not a config section; "
+                f"{hint}sections: {', '.join(known)}"
+            )
+
+
+def _missing_paths(plans: Sequence[RunPlan]) -> str:
+    """One line naming every file and folder the runs of ``plans`` would read that does not exist
+    (:func:`guirl.config.missing_inputs`: the model, the data set, the accelerate and DeepSpeed
+    files) and the fix; ``""`` when all are there. The same check for a plain run, ``--slurm``
+    and ``--dry-run``, before anything starts."""
+    missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
+    if not missing:
+        return ""
+    return (
+        f"the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
+        "create them or point the config at them (--override KEY=PATH)"
     )
 
 
@@ -290,9 +342,14 @@ def _upstream_stamp(plan: RunPlan, stem: str) -> Path:
 
 def current_fingerprint(plan: RunPlan, library: str | None = None) -> dict[str, Any]:
     """The fingerprint a run of ``plan`` would have now (:func:`guirl.dag.fingerprint`)."""
+    config: str | dict[str, str] = (
+        plan.config.hash()
+        if plan.config_sections is None
+        else dag.config_digest(plan.config.to_dict(), plan.config_sections)
+    )
     return dag.fingerprint(
         source=dag.source_digest(dag.load_notebook(plan.notebook)),
-        config=plan.config.hash(),
+        config=config,
         library=library if library is not None else dag.library_digest(),
         inputs={up: dag.stamp_digest(_upstream_stamp(plan, up)) for up in plan.reads},
     )
@@ -306,6 +363,8 @@ def _header(plan: RunPlan) -> list[str]:
         f"profile {plan.config.profile}; experiment {plan.experiment or '-'}; "
         f"overlays {', '.join(plan.overlays) or '-'}; overrides {' '.join(plan.overrides) or '-'}",
     ]
+    if plan.config_sections is not None:  # load_run_config refuses the other sections
+        lines.append(sections_header(plan.stem, plan.config_sections))
     unused = overlay_keys_not_applied(plan.notebook.stem, plan.overlays)
     if unused:
         lines.append(
@@ -360,7 +419,15 @@ def execute(
         wall = time.perf_counter() - start
         figures = figures_dir(plan.config.profile)
         outputs = dag.written_since(figures / plan.stem, started, figures)
-        dag.write_stamp(plan.stamp_path, fp, notebook=plan.stem, wall_time_s=wall, outputs=outputs)
+        runs = runs_dir(plan.config.profile)
+        dag.write_stamp(
+            plan.stamp_path,
+            fp,
+            notebook=plan.stem,
+            wall_time_s=wall,
+            outputs=outputs,
+            run_outputs=dag.run_outputs(runs / plan.stem, runs),
+        )
     finally:
         lock.release()
     result = RunResult(plan.notebook, plan.output, plan.config_path, plan.config.hash(), plan.config.profile, wall)
@@ -388,7 +455,8 @@ def run_notebook(
 ) -> RunResult:
     """Validate, then execute ``notebook`` with papermill; returns what was written.
 
-    Raises :class:`ConfigError` or :class:`RunnerError` before writing anything, and
+    Raises :class:`ConfigError` or :class:`RunnerError` before writing anything (a path the run
+    would read that does not exist included), and
     ``papermill.PapermillExecutionError`` when a cell fails (the executed copy, with the
     traceback, is then at ``runs/<profile>/<notebook>.ipynb``).
     """
@@ -401,6 +469,9 @@ def run_notebook(
         parameters=parameters,
         output_path=output_path,
     )
+    missing = _missing_paths([plan])
+    if missing:
+        raise RunnerError(missing)
     return execute(plan, kernel_name=kernel_name, log_output=log_output, quiet=quiet)
 
 
@@ -441,6 +512,7 @@ def run_dag(
         stamp = dag.read_stamp(plan.stamp_path)
         reasons += dag.stale_reasons(stamp, current_fingerprint(plan, library))
         reasons += dag.missing_outputs(stamp, figures_dir(plan.config.profile))[:3]
+        reasons += dag.missing_outputs(stamp, runs_dir(plan.config.profile), "run_outputs")[:3]
         if dry_run:  # upstream runs are only planned: their stamps have not changed yet
             reasons += [f"input {up} would rerun" for up in plan.reads if up in ran]
         if not reasons:
@@ -621,7 +693,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ConfigError, RunnerError, dag.DagError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    missing = _missing_paths(plans)
+    if missing and not args.dry_run:  # fail fast: before submitting or starting anything
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     if args.slurm:
+        if missing:  # --slurm --dry-run: the scripts would run notebooks that fail at once
+            print(f"error: {missing}", file=sys.stderr)
+            return 2
         from guirl import slurm
 
         force = ([p.stem for p in plans] if args.all else [Path(args.notebook).stem]) if args.force else ()
@@ -639,13 +718,8 @@ def _main(argv: Sequence[str] | None) -> int:
             print(plan.config.to_yaml(), end="")
         if use_dag:
             run_dag(plans, dry_run=True)
-        missing = list(dict.fromkeys(m for plan in plans for m in missing_inputs(plan.config)))
         if missing:
-            print(
-                f"error: the run would read {len(missing)} path(s) that do not exist: {'; '.join(missing)}; "
-                "create them or point the config at them (--override KEY=PATH)",
-                file=sys.stderr,
-            )
+            print(f"error: {missing}", file=sys.stderr)
             return 2
         return 0
     total = time.perf_counter()

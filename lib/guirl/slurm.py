@@ -44,6 +44,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,39 +106,66 @@ def _check_time(value: str) -> str:
 SlurmTime = Annotated[str, AfterValidator(_check_time)]
 
 
+def _check_word(value: str) -> str:
+    """An sbatch option value goes into one ``#SBATCH --name=value`` line of the job script: a
+    newline (or any control character) would add a line of its own, so none is allowed, nor white
+    space (one word)."""
+    bad = next((c for c in value if c.isspace() or unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} holds a control character or white space ({bad!r}) -- write one word, e.g. 'gpu'")
+    return value
+
+
+def _check_line(value: str) -> str:
+    """A ``setup`` entry is one line of the job script: no newline or other control character."""
+    bad = next((c for c in value if unicodedata.category(c) == "Cc" and c != "\t"), None)
+    if bad is not None:
+        raise ValueError(
+            f"{value!r} holds a control character ({bad!r}) -- write each shell command as its own list item"
+        )
+    return value
+
+
+#: An sbatch option value (partition, account, ...): one word, no control character.
+SlurmWord = Annotated[str, AfterValidator(_check_word)]
+#: A shell line of ``setup``.
+ShellLine = Annotated[str, AfterValidator(_check_line)]
+
+
 class NotebookResources(Section):
     """Per-notebook changes to :class:`Resources` (``notebooks: {00_data_prep: {gpus: 0}}``);
     a key left out keeps the file's value."""
 
     gpus: int | None = Field(default=None, ge=0)
-    gpu_type: str | None = None
+    gpu_type: SlurmWord | None = None
     cpus_per_task: int | None = Field(default=None, ge=1)
     mem_gb: int | None = Field(default=None, ge=1)
     time: SlurmTime | None = None
-    partition: str | None = None
+    partition: SlurmWord | None = None
 
 
 class Resources(Section):
     """What one job asks for, on one node (units: GPUs, CPU cores, GiB of memory)."""
 
     gpus: int = Field(ge=0)
-    gpu_type: str | None = None  # --gres=gpu:<type>:<n>, e.g. h100; null: any GPU
+    gpu_type: SlurmWord | None = None  # --gres=gpu:<type>:<n>, e.g. h100; null: any GPU
     cpus_per_task: int = Field(ge=1)
     mem_gb: int | None = Field(ge=1)  # null: the partition's default memory
     time: SlurmTime  # wall-clock limit, e.g. 2-00:00:00
-    partition: str | None = None  # null: the cluster's default partition
-    account: str | None = None  # null: the user's default account
-    qos: str | None = None
-    constraint: str | None = None  # node features, e.g. h100|a100
+    partition: SlurmWord | None = None  # null: the cluster's default partition
+    account: SlurmWord | None = None  # null: the user's default account
+    qos: SlurmWord | None = None
+    constraint: SlurmWord | None = None  # node features, e.g. h100|a100
     sbatch_args: list[str] = Field(default_factory=list)  # more options, each '--name=value'
 
     @field_validator("sbatch_args")
     @classmethod
     def _long_options(cls, args: list[str]) -> list[str]:
         for arg in args:
-            if not arg.startswith("--") or any(c.isspace() for c in arg):
+            if not arg.startswith("--") or any(c.isspace() or unicodedata.category(c) == "Cc" for c in arg):
                 raise ValueError(
-                    f"{arg!r} is not one sbatch option -- write each as '--name=value', e.g. '--exclusive'"
+                    f"{arg!r} is not one sbatch option (no white space or control character) -- write each as "
+                    "'--name=value', e.g. '--exclusive'"
                 )
             if arg.split("=", 1)[0] in ("--dependency", "--output", "--error", "--job-name", "--kill-on-invalid-dep"):
                 raise ValueError(f"{arg!r} is set by guirl.slurm -- remove it from sbatch_args")
@@ -163,7 +191,7 @@ class SlurmConfig(Resources):
     ``module load cuda``) and the job-name prefix."""
 
     notebooks: dict[str, NotebookResources] = Field(default_factory=dict)
-    setup: list[str] = Field(default_factory=list)
+    setup: list[ShellLine] = Field(default_factory=list)
     job_name_prefix: str = Field(default="guirl", pattern=r"^[A-Za-z0-9_.-]+$")
 
     def for_notebook(self, stem: str) -> Resources:

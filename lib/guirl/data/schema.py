@@ -12,6 +12,7 @@ Units: boxes are normalised ``(x1, y1, x2, y2)`` in ``[0, 1]`` of the screenshot
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -35,6 +36,16 @@ SPLITS = (
 
 class SchemaError(ValueError):
     """A record does not fit the schema; the message names the file, line and key."""
+
+
+def confined_screenshot(path: Any) -> str:
+    """A stored screenshot path: a string that, when relative, stays inside the dataset folder it
+    is relative to (``..`` out of it raises ``ValueError``, which :func:`read_episodes` names)."""
+    if not isinstance(path, str):
+        raise ValueError(f"screenshot: expected a path string, got {type(path).__name__}")
+    if not os.path.isabs(path) and os.path.normpath(path).split(os.sep)[0] == "..":
+        raise ValueError(f"screenshot: {path!r} leads outside the dataset folder (..); paths are relative to it")
+    return path
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,7 @@ class Step:
         tb = d.get("target_box")
         return cls(
             step_id=int(d["step_id"]),
-            screenshot=d["screenshot"],
+            screenshot=confined_screenshot(d["screenshot"]),
             screen_size=(int(d["screen_size"][0]), int(d["screen_size"][1])),
             action=Action.from_dict(action),
             low_level_instruction=d.get("low_level_instruction") or "",

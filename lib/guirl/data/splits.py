@@ -69,11 +69,16 @@ def load_splits(root: str | Path) -> dict[str, Split]:
     """Every split under ``root`` (train first, then the others sorted by name), each file checked
     against the counts of ``manifest.json`` when it has them (module doc).
 
-    Raises :class:`~guirl.data.schema.SchemaError` naming ``root`` when neither layout is there,
-    naming the file whose episode or step count differs from the manifest's, and naming the
-    episodes that are in ``train`` and in another split (:func:`check_disjoint`).
+    A published folder (a link to a version, :mod:`guirl.data.publish`) is read at the version it
+    points to when called, which a rebuild meanwhile leaves in place: the splits and their image
+    folders are of one build. Raises :class:`~guirl.data.schema.SchemaError` naming ``root`` when
+    neither layout is there, naming the file whose episode or step count differs from the
+    manifest's, and naming the episodes that are in ``train`` and in another split
+    (:func:`check_disjoint`).
     """
-    root = Path(root)
+    from guirl.data.publish import use_published
+
+    root = use_published(root) or Path(root)  # a published folder: the version it points to now, held
     manifest = read_manifest(root)
     per_split = sorted(p.parent for p in root.glob("*/episodes.jsonl"))
     out: dict[str, Split] = {}

@@ -26,6 +26,7 @@ __all__ = [
     "METHODS",
     "REWARDS",
     "GENERIC_ROLES",
+    "DEFAULT_REWARD",
     "get",
     "names",
     "all_methods",
@@ -112,10 +113,14 @@ def reward_fn(cfg: Any, spec: RewardSpec) -> Any:
     return spec.fn
 
 
+#: The reward of the generic role ``grpo`` when ``rl.reward`` is ``null``.
+DEFAULT_REWARD = "ccpo"
+
+
 def _grpo_hooks(cfg: Any, inputs: HookInputs) -> RLHooks:
     """Role ``grpo``: single-turn GRPO (:func:`guirl.rl.hooks.single_turn_hooks`) with the reward
     of ``rl.reward`` (``null``: CCPO's reward), bound to its method's section (:func:`reward_fn`)."""
-    spec = inputs.reward or get_reward("ccpo")
+    spec = inputs.reward or get_reward(DEFAULT_REWARD)
     return single_turn_hooks(cfg, inputs, reward_fn(cfg, spec))
 
 

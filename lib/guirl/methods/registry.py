@@ -61,6 +61,11 @@ class Method:
             selects one in ``guirl.stages.rl``, inside the stage process. Empty: the method trains
             nothing with RL of its own.
         notebooks: the notebooks that run the method.
+        reads: the config keys (dotted prefixes) outside its own section that this method's
+            roles and reward read (``ccpo`` reads ``semi_online``; CES's frozen executor
+            generates with ``eval.max_new_tokens``): they enter the fingerprint of its RL stages
+            (:meth:`guirl.config.BaseConfig.rl_sections`); a stage's process records what it
+            read, and the tests check that every such key is declared.
         summary: one line for listings.
     """
 
@@ -76,6 +81,7 @@ class Method:
     derived: Mapping[str, str] = field(default_factory=dict)
     hooks: Mapping[str, HookBuilder] = field(default_factory=dict)
     notebooks: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
     summary: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
 

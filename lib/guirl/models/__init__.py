@@ -11,9 +11,12 @@ Typical use (CPU, no network)::
 
 from guirl.models.loading import (
     CheckpointNotFoundError,
+    CorruptCheckpointError,
     ImageOnlyQwen2_5_VLProcessor,
     TextProcessor,
     adapter_base,
+    check_weight_files,
+    corrupt_weight_files,
     is_text_model,
     load_folder,
     load_model,
@@ -52,6 +55,9 @@ __all__ = [
     "CCPO_LORA_DROPOUT",
     "CCPO_LORA_R",
     "CheckpointNotFoundError",
+    "CorruptCheckpointError",
+    "check_weight_files",
+    "corrupt_weight_files",
     "ImageOnlyQwen2_5_VLProcessor",
     "LM_LORA_TARGET_REGEX",
     "TEXT_LM_LORA_TARGET_REGEX",

@@ -112,6 +112,40 @@ def resolve_checkpoint(path: str | os.PathLike[str], what: str = "load") -> Path
     return p
 
 
+class CorruptCheckpointError(ValueError):
+    """A weight file of a checkpoint folder is torn or corrupt (one line naming it and the fix)."""
+
+
+def corrupt_weight_files(path: str | os.PathLike[str]) -> list[tuple[Path, str]]:
+    """``[(file, why), ...]`` for the ``*.safetensors`` files under ``path`` whose header does not
+    load (a file cut short by a stopped run, or overwritten); ``[]`` when every one loads. Reads
+    the headers only."""
+    from safetensors import SafetensorError, safe_open
+
+    bad = []
+    for file in sorted(Path(path).glob("*.safetensors")):
+        try:
+            with safe_open(str(file), "pt") as f:
+                f.keys()
+        except (SafetensorError, OSError) as err:
+            bad.append((file, str(err).splitlines()[0] if str(err) else type(err).__name__))
+    return bad
+
+
+def check_weight_files(path: str | os.PathLike[str], fix: str | None = None) -> None:
+    """Raise :class:`CorruptCheckpointError` naming the first corrupt weight file under ``path``
+    (:func:`corrupt_weight_files`) and ``fix`` (default: delete the stage folder that wrote it and
+    run it again)."""
+    bad = corrupt_weight_files(path)
+    if bad:
+        file, why = bad[0]
+        fix = fix or (
+            f"delete the folder of the stage that wrote it ({Path(path).parent if Path(path).name == 'final' else path}) "
+            "and run that stage again"
+        )
+        raise CorruptCheckpointError(f"{file}: the weights are corrupt ({why}); {fix}")
+
+
 def model_type(path: str | os.PathLike[str]) -> str:
     """The ``model_type`` of a checkpoint folder (checked by :func:`resolve_checkpoint`)."""
     p = resolve_checkpoint(path, "model_type")
@@ -262,6 +296,7 @@ def load_model(
         if dtype not in _DTYPES:
             raise ValueError(f"load_model('{p}'): dtype {dtype!r} is not one of {sorted(_DTYPES)} or 'auto'")
         dtype = _DTYPES[dtype]
+    check_weight_files(p)  # a torn file is named, not a deserialisation traceback
     kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation

@@ -11,7 +11,8 @@ role ``rl.role`` (:func:`guirl.methods.get_role`: ``grpo``, or a role of a metho
 ``rl.reward`` and the stage's other named inputs, and runs the engine
 (:func:`guirl.train.rl.train_rl`), which resumes from the last checkpoint under
 ``--output-dir``. ``--base-model`` is a full-weight folder or a LoRA adapter folder (an SFT
-result; merged into its base first).
+result; merged into its base first). After training, the config keys the stage read and the
+``guirl`` modules it ran are saved beside the result (:func:`guirl.train.stagestate.write_reads`).
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def hooks_for(cfg: Config, data_dir: Path, inputs: dict[str, Path] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, load the resolved config, build the hooks and train; exit status 0."""
+    from guirl.configbase import record_reads
     from guirl.rollout import HFPolicy
     from guirl.train.rl import train_rl
+    from guirl.train.stagestate import write_reads
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", action="append", default=[], help="another named input folder, NAME=FOLDER")
     a = p.parse_args(argv)
     cfg = load_config(a.config)
+    reads = record_reads(cfg)  # the keys the stage reads: its fingerprint is checked against them
     hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
     rl = cfg.rl
 
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return HFPolicy(model, processor, max_new_tokens=rl.max_new_tokens, batch_size=rl.rollout_batch_size)
 
     train_rl(cfg, hooks, base_model=a.base_model, output_dir=a.output_dir, make_policy=make_policy, stage=a.stage)
+    write_reads(a.output_dir, cfg, reads.stop())
     return 0
 
 

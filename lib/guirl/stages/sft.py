@@ -4,7 +4,9 @@
         --config runs/tiny/01_sft/config.yaml --stage sft --data-dir data/tiny/minigui \\
         --base-model <folder> --output-dir runs/tiny/01_sft/sft
 
-See :mod:`guirl.train.sft` for what each stage trains and what it writes.
+See :mod:`guirl.train.sft` for what each stage trains and what it writes. After training, the
+config keys the stage read and the ``guirl`` modules it ran are saved beside the result
+(:func:`guirl.train.stagestate.write_reads`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import argparse
 from pathlib import Path
 
 from guirl.config import load_config
+from guirl.configbase import record_reads
 from guirl.stages.rl import parse_inputs
 from guirl.train.sft import RECORDS_INPUT, SFT_STAGES, train
+from guirl.train.stagestate import write_reads
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = sorted(set(inputs) - ({RECORDS_INPUT} if a.stage == "records" else set()))
     if extra:
         p.error(f"--input {extra[0]}: a {a.stage} stage reads no such input (records stages read {RECORDS_INPUT!r})")
-    train(load_config(a.config), a.stage, a.data_dir, a.base_model, a.output_dir, inputs)
+    cfg = load_config(a.config)
+    reads = record_reads(cfg)  # the keys the stage reads: its fingerprint is checked against them
+    train(cfg, a.stage, a.data_dir, a.base_model, a.output_dir, inputs)
+    write_reads(a.output_dir, cfg, reads.stop())
     return 0
 
 

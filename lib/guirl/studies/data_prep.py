@@ -3,7 +3,8 @@ Table 1 and Figure 5, AndroidLong Figures 4-6).
 
 * :func:`prepare`: the run's episodes (``data.source``): MiniGUI generated afresh (the notebooks
   that read 00 reuse the folder), or a public data set converted with ``skip_bad=True`` (bad
-  records counted and listed in the manifest).
+  records counted and listed in the manifest); either is published whole
+  (:mod:`guirl.data.publish`), so a notebook reading the previous data meanwhile keeps reading it.
 * :func:`plot_action_types`, :func:`plot_categories_apps`, :func:`plot_lengths`,
   :func:`plot_samples`: the figures, from :mod:`guirl.data.stats`' tables.
 """
@@ -37,6 +38,7 @@ def prepare(cfg: Config) -> Prepared:
     """Build MiniGUI (``data.source: minigui``; generated afresh so a changed simulator or expert
     shows up) or convert ``data.source`` from ``data.path`` into ``data/<profile>/<source>``."""
     from guirl.data.loaders import convert_dataset
+    from guirl.data.publish import build_lock, publish
     from guirl.data.splits import load_splits
     from guirl.env.export import MINIGUI_SPLITS
     from guirl.paths import data_dir
@@ -49,8 +51,17 @@ def prepare(cfg: Config) -> Prepared:
         episodes = [e for split in MINIGUI_SPLITS for e in prepared[split].episodes]
         roots = {split: Path(prepared[split].image_root) for split in MINIGUI_SPLITS}
         return Prepared(out_dir, episodes, roots, 0)
-    out_dir = data_dir(cfg.profile) / source
-    paths, result = convert_dataset(source, resolve_repo_path(cfg.data.path), out_dir, skip_bad=True)
+    link = data_dir(cfg.profile) / source
+    converted: dict[str, Any] = {}
+
+    def convert(folder: Path) -> None:
+        converted["paths"], converted["result"] = convert_dataset(
+            source, resolve_repo_path(cfg.data.path), folder, skip_bad=True
+        )
+
+    with build_lock(link):  # published whole: a notebook reading the old version keeps it
+        out_dir = publish(link, convert)
+    paths, result = converted["paths"], converted["result"]
     roots = {e.split: Path(paths["image_root"]) for e in result.episodes}
     return Prepared(out_dir, list(result.episodes), roots, len(result.skipped))
 

@@ -18,10 +18,7 @@ naming it, and a lock left by a dead process is taken over.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -31,9 +28,17 @@ from types import MappingProxyType
 from typing import Any
 
 from guirl.configbase import RunConfig
+from guirl.contenthash import StateFileError, read_json_state
 from guirl.paths import resolve_repo_path
 from guirl.train.procs import FileLock, forget, start_group, stop_all, stop_group
 from guirl.train.sft import RESULT_FILE
+from guirl.train.stagestate import (
+    FINGERPRINT_FILE,  # noqa: F401 (re-exported: the file a stage folder's fingerprint is in)
+    discard_stale,
+    stage_fingerprint,  # noqa: F401 (re-exported)
+    undeclared_reads,
+    write_fingerprint,
+)
 
 #: The entry module of supervised stages (grounding, sft).
 SFT_ENTRY = "guirl.stages.sft"
@@ -84,82 +89,48 @@ class Stage:
         return {k: v for k, v in self.inputs.items() if k != DATA_INPUT}
 
 
-#: ``runtime`` keys that decide when stages run, not what they compute (left out of the fingerprint).
-SCHEDULING_KEYS = ("parallel_stages",)
-
-#: ``sft`` keys that decide what a stage keeps on disk, not what it trains (left out of the fingerprint).
-STORAGE_KEYS = ("save_total_limit",)
-
-#: File in a stage's output folder recording what the stage was trained from.
-FINGERPRINT_FILE = "stage_fingerprint.json"
-
-
-def stage_fingerprint(stage: Stage) -> dict[str, Any]:
-    """What a stage's checkpoints depend on: the resolved config except the ``eval`` section
-    (evaluation settings never change a trained model), the :data:`SCHEDULING_KEYS` of
-    ``runtime``, the :data:`STORAGE_KEYS` of ``sft`` and the Low executor's own recipe
-    (``sft.executor``: the executor trains with a config of its own that moves those values into
-    the main keys, so they never change the stage they are set on), the stage name, the entry
-    module, the inputs (folders by path; a file input, such as a ``records`` stage's JSONL, also
-    by the sha256 of its content, so rewritten records train again) and the base model. Two runs
-    with equal fingerprints may share checkpoints and results."""
-    config = {k: v for k, v in stage.cfg.to_dict().items() if k != "eval"}
-    config["runtime"] = {k: v for k, v in config["runtime"].items() if k not in SCHEDULING_KEYS}
-    config["sft"] = {k: v for k, v in config["sft"].items() if k not in STORAGE_KEYS and k != "executor"}
-    inputs = {k: str(v.resolve()) for k, v in sorted(stage.inputs.items())}
-    contents = {k: hashlib.sha256(v.read_bytes()).hexdigest() for k, v in sorted(stage.inputs.items()) if v.is_file()}
-    return {
-        "stage": stage.name,
-        "entry": stage.entry,
-        "data_dir": inputs.pop(DATA_INPUT),
-        "inputs": inputs,
-        "input_sha256": contents,
-        "base_model": str(stage.base_model.resolve()),
-        "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(),
-        "config": config,
-    }
+def _finished(done: Path, echo: bool) -> dict[str, Any] | None:
+    """The ``result.json`` of a finished stage, ``None`` when there is none; a torn or corrupt one
+    (not JSON, not an object) is named and moved aside (``result.json.corrupt``), and the stage
+    resumes from its last checkpoint."""
+    if not done.exists():
+        return None
+    try:
+        return read_json_state(done, "the stage result", "")
+    except StateFileError as err:
+        aside = done.with_name(done.name + ".corrupt")
+        os.replace(done, aside)
+        if echo:
+            print(
+                f"[run_stage] {str(err).rstrip('; ')}; moved to {aside.name}, resuming the stage from its last checkpoint",
+                flush=True,
+            )
+        return None
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+def _headline(tail: Sequence[str]) -> str:
+    """``": <the error>"``: the last ``SomeError: message`` line of a failed stage's output (the
+    reason, e.g. a :class:`~guirl.train.stagestate.NonFiniteError`), ``""`` when there is none."""
+    import re
+
+    for line in reversed(tail):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line):
+            return ": " + line.strip()
+    return ""
 
 
-def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ between two fingerprints (for the message)."""
-    a = _flat({k: v for k, v in old.items() if k != "config_sha256"})
-    b = _flat({k: v for k, v in new.items() if k != "config_sha256"})
-    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+def _check_declared(stage: Stage) -> None:
+    """Warn when the stage process read config keys its entry does not declare
+    (:func:`guirl.train.stagestate.undeclared_reads`)."""
+    extra = undeclared_reads(stage)
+    if extra:
+        import warnings
 
-
-def _discard_stale(output_dir: Path, fingerprint: dict[str, Any], echo: bool) -> None:
-    """Delete ``output_dir`` when it holds checkpoints or a result of a *different* stage
-    fingerprint (another config, stage or input), so that they are never reused or resumed."""
-    saved = output_dir / FINGERPRINT_FILE
-    if not output_dir.exists() or not any(output_dir.iterdir()):
-        return
-    old = json.loads(saved.read_text()) if saved.is_file() else None
-    if (
-        old is not None
-        and old.get("config_sha256") == fingerprint["config_sha256"]
-        and all(
-            old.get(k) == fingerprint[k] for k in ("stage", "entry", "data_dir", "inputs", "input_sha256", "base_model")
+        warnings.warn(
+            f"stage {stage.name!r} ({stage.entry}) read config keys it does not declare: {', '.join(extra)}; "
+            "add them to guirl.train.stagestate.ENTRY_READS (or to the method's Method.reads)",
+            stacklevel=3,
         )
-    ):
-        return
-    why = (
-        "no fingerprint (written by an older version)"
-        if old is None
-        else ", ".join(_changed_keys(old, fingerprint)[:8])
-    )
-    if echo:
-        print(f"[run_stage] {output_dir}: stale outputs ({why}); training from scratch", flush=True)
-    shutil.rmtree(output_dir)
 
 
 def available_cores() -> int:
@@ -227,9 +198,9 @@ def prepare_stage(stage: Stage, *, echo: bool = True) -> list[str]:
     resuming from a checkpoint is then safe; :func:`run_stage` does both."""
     output_dir = stage.output_dir
     fingerprint = stage_fingerprint(stage)
-    _discard_stale(output_dir, fingerprint, echo)
+    discard_stale(output_dir, stage, fingerprint, echo)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, indent=1, sort_keys=True))
+    write_fingerprint(output_dir, fingerprint)
     config_path = stage.cfg.save(output_dir / "config.yaml")
     return accelerate_command(stage, config_path)
 
@@ -275,8 +246,9 @@ def _run_stage(
     with stage_lock(output_dir) as lock:
         cmd = prepare_stage(stage, echo=echo)
         done = output_dir / RESULT_FILE
-        if done.exists():
-            return json.loads(done.read_text())
+        finished = _finished(done, echo)
+        if finished is not None:
+            return finished
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **stage_env(cfg, parallel)}
         if thread_schedule is not None and cfg.runtime.threads is None:
             from guirl.train.cores import SCHEDULE_ENV
@@ -299,9 +271,11 @@ def _run_stage(
             raise
     if rc != 0 or not done.exists():
         raise TrainingFailed(
-            f"stage {stage.name!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}"
+            f"stage {stage.name!r} exited with code {rc}{_headline(tail)} ({' '.join(cmd)}); "
+            f"last lines:\n{''.join(tail)}"
         )
-    return json.loads(done.read_text())
+    _check_declared(stage)
+    return read_json_state(done, "the stage result", f"delete {output_dir} to train the stage again")
 
 
 def run_stages(

@@ -5,7 +5,9 @@ module's :func:`main` is the leader of a process group of its own (the caller st
 ``start_new_session``), runs the command in that group and, when it is told to stop (SIGTERM,
 SIGINT, SIGHUP) or its caller dies (``PR_SET_PDEATHSIG`` on Linux, also when the caller is
 killed with SIGKILL or a notebook kernel exits with ``os._exit``), stops the whole group: SIGTERM,
-then SIGKILL after :data:`GRACE_SECONDS`. :func:`start_group` starts it, :func:`stop_group`
+then SIGKILL after :data:`GRACE_SECONDS`. The command's own process is SIGKILLed when the leader
+dies, and the caller stops what is left of the group when the leader ends however it ends (a
+leader killed with SIGKILL included), so a trainer never outlives its leader. :func:`start_group` starts it, :func:`stop_group`
 stops a group from the caller's side (on the caller's own failure or interruption), and
 :func:`stop_all` stops every group this process started.
 
@@ -120,7 +122,24 @@ def start_group(cmd: Sequence[str], *, env: Mapping[str, str], pass_fds: Sequenc
     )
     with _running_lock:
         _running.add(proc)
+    threading.Thread(target=_reap_when_leader_dies, args=(proc,), name=f"reap-{proc.pid}", daemon=True).start()
     return proc
+
+
+def _reap_when_leader_dies(proc: subprocess.Popen, grace: float = 2.0) -> None:
+    """Wait for the group leader (:func:`main`) to end; then stop whatever is left of its group. The
+    leader stops its group itself when told to; this covers the leader being killed outright
+    (SIGKILL, the OOM killer), which would leave the trainer running with nobody to stop it."""
+    proc.wait()
+    pgid = proc.pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _group_alive(pgid):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        deadline = time.monotonic() + grace
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def forget(proc: subprocess.Popen) -> None:
@@ -200,6 +219,13 @@ def _die_with(parent: int) -> None:
         raise SystemExit(143)
 
 
+def _child_dies_with_leader() -> None:
+    """In the command's process, before it starts: SIGKILL when this leader dies (Linux)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command after ``--`` in this process group; stop the group when told to stop or
     when ``--parent`` dies; exit with the command's status (128 + signal when it was stopped)."""
@@ -218,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
     _die_with(a.parent)
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, preexec_fn=_child_dies_with_leader if sys.platform.startswith("linux") else None)
     while child.poll() is None and not stopping:
         time.sleep(0.1)
     if not stopping:

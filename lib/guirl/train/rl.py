@@ -149,12 +149,24 @@ def last_checkpoint(output_dir: Path) -> Path | None:
 
 
 def _resumable(checkpoint: Path) -> bool:
-    """Whether ``checkpoint/engine.json`` is readable and holds what a resume restores."""
+    """Whether ``checkpoint/engine.json`` is readable and holds what a resume restores, and the
+    checkpoint's weight files load (a corrupt one is named in a warning)."""
     try:
         saved = json.loads((checkpoint / ENGINE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(saved, dict) and {"engine", "tasks", "scheduler"} <= saved.keys()
+    if not (isinstance(saved, dict) and {"engine", "tasks", "scheduler"} <= saved.keys()):
+        return False
+    from guirl.models import corrupt_weight_files
+
+    bad = corrupt_weight_files(checkpoint)
+    if bad:
+        warnings.warn(
+            f"{bad[0][0]}: corrupt checkpoint weights ({bad[0][1]}); resuming from the previous complete checkpoint",
+            stacklevel=3,
+        )
+        return False
+    return True
 
 
 def read_log(path: str | Path, *, drop_torn_tail: bool = False) -> list[dict[str, Any]]:
@@ -609,6 +621,19 @@ def _write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
+def _check_finite(
+    row: Mapping[str, Any], trained: Sequence[tuple[str, torch.nn.Parameter]], stage: str, step: int, rl: Any
+) -> None:
+    """Stop the stage at once when the update's loss, or a trained weight after it, is not finite
+    (:class:`guirl.train.stagestate.NonFiniteError`): a diverged run saves no checkpoint and no result."""
+    from guirl.train.stagestate import check_finite_number, check_finite_weights
+
+    key, lr = ("rl.lora_learning_rate", rl.lora_learning_rate) if rl.lora else ("rl.learning_rate", rl.learning_rate)
+    hint = f"lower {key} (now {lr:g}) and train again"
+    check_finite_number("the loss", row.get("loss"), stage=stage, step=step, hint=hint)
+    check_finite_weights(trained, stage=stage, step=step, hint=hint)
+
+
 def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks, limit: int, scheduler: Any) -> Path:
     final = output_dir / f"checkpoint-{state.step}"
     tmp = output_dir / f"checkpoint-{state.step}.tmp"
@@ -685,6 +710,11 @@ def train_rl(
             "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
         )
     model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
+    from guirl.train.stagestate import check_finite_weights
+
+    check_finite_weights(  # a broken start is named before any step trains on it
+        model.named_parameters(), stage=stage, step=None, hint=f"the base model {base_model} holds them: retrain it"
+    )
     acc.wait_for_everyone()
     ref_model = None
     if rl.lora:
@@ -705,6 +735,7 @@ def train_rl(
     if cfg.runtime.activation_checkpointing:  # recompute activations in the update's backward (docs/rl.md, memory)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = [p for p in model.parameters() if p.requires_grad]
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # checked after every update
     n_params = (sum(p.numel() for p in params), sum(p.numel() for p in model.parameters()))
     lr = rl.lora_learning_rate if rl.lora else rl.learning_rate
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=rl.weight_decay)
@@ -747,6 +778,7 @@ def train_rl(
         row["reward_kept"] = tot[0] / tot[1] if tot[1] else math.nan
         if n_kept:
             row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
+            _check_finite(row, trained, stage, step, rl)
         else:  # nothing to train on: no update, its statistics are missing (null)
             row.update(dict.fromkeys(_UPDATE_FIELDS), lr=float(scheduler.get_last_lr()[0]))
         row["update_seconds"] = time.perf_counter() - t1

@@ -24,7 +24,9 @@ The same script runs one CPU process or a multi-GPU DeepSpeed ZeRO-2 job (the De
 comes from ``runtime.deepspeed_config``). Checkpoints go to ``<output-dir>/checkpoint-*``; a
 checkpoint counts once the trainer has written all of it and :data:`COMPLETE_FILE` beside it (with
 the training seconds so far): a rerun resumes from the last complete one, passing over (with a
-warning naming it) one that a stopped run left half-written. When training ends the result is
+warning naming it) one that a stopped run left half-written or whose weights do not load. A loss
+or a weight that is not finite stops the stage at once (:func:`_stop_on_non_finite`): a diverged
+stage writes no complete checkpoint and no result. When training ends the result is
 saved to ``<output-dir>/final`` and ``<output-dir>/result.json`` is written last (its presence
 means done); its ``train_seconds`` sum the runs that trained the stage.
 """
@@ -54,7 +56,8 @@ COMPLETE_FILE = "guirl_complete.json"
 def complete_checkpoint(output_dir: Path) -> tuple[Path | None, float]:
     """The complete checkpoint with the highest step and the training seconds up to it (``(None,
     0.0)`` when there is none). A higher, incomplete checkpoint (no :data:`COMPLETE_FILE`: a run
-    stopped while writing it) is passed over with a warning naming it."""
+    stopped while writing it) or one whose weight files do not load (torn or overwritten after
+    it was marked) is passed over with a warning naming it."""
     folders = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.removeprefix("checkpoint-").isdigit()]
     for folder in sorted(folders, key=lambda p: int(p.name.removeprefix("checkpoint-")), reverse=True):
         try:
@@ -63,6 +66,16 @@ def complete_checkpoint(output_dir: Path) -> tuple[Path | None, float]:
             warnings.warn(
                 f"{folder}: incomplete checkpoint (no {COMPLETE_FILE}: a run stopped while writing it); "
                 "resuming from the previous complete one",
+                stacklevel=2,
+            )
+            continue
+        from guirl.models import corrupt_weight_files
+
+        bad = corrupt_weight_files(folder)
+        if bad:
+            warnings.warn(
+                f"{bad[0][0]}: corrupt checkpoint weights ({bad[0][1]}); resuming from the previous complete "
+                "checkpoint (delete the folder to silence this)",
                 stacklevel=2,
             )
             continue
@@ -88,6 +101,31 @@ def _mark_complete(before: float):
                 tmp.replace(folder / COMPLETE_FILE)
 
     return MarkComplete()
+
+
+def _stop_on_non_finite(stage: str, cfg: RunConfig):
+    """A ``TrainerCallback`` that stops the stage at once when a logged loss is not finite, or when
+    the weights hold a NaN or an infinity after an optimizer step (before the checkpoint of that
+    step is saved, so no complete checkpoint and no result of a diverged run is ever written):
+    :class:`guirl.train.stagestate.NonFiniteError`, naming the step and the learning rate."""
+    from transformers import TrainerCallback
+
+    from guirl.train.stagestate import check_finite_number, check_finite_weights
+
+    key = "grounding.learning_rate" if stage == "grounding" else "sft.learning_rate"
+    lr = cfg.grounding.learning_rate if stage == "grounding" else cfg.sft.learning_rate
+    hint = f"lower {key} (now {lr:g}) and train again"
+
+    class StopOnNonFinite(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+            if model is not None:
+                check_finite_weights(model.named_parameters(), stage=stage, step=state.global_step, hint=hint)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            for name in ("loss", "train_loss"):
+                check_finite_number(name, (logs or {}).get(name), stage=stage, step=state.global_step, hint=hint)
+
+    return StopOnNonFinite()
 
 
 def build_records(
@@ -242,6 +280,11 @@ def train(
         vision_attention=m.vision_attention,
     )
     model.train()
+    from guirl.train.stagestate import check_finite_weights
+
+    check_finite_weights(  # a broken start is named before any step trains on it
+        model.named_parameters(), stage=stage, step=None, hint=f"the base model {base_model} holds them: rebuild it"
+    )
     records = build_records(cfg, stage, data_dir, inputs)
     dataset = to_dataset(records)
     peft = None
@@ -259,7 +302,8 @@ def train(
         # a text-only model (a CES State Tracker) trains through TRL's text path with its tokenizer
         processing_class=processor.tokenizer if isinstance(processor, TextProcessor) else processor,
         peft_config=peft,
-        callbacks=[_mark_complete(before), *([share] if share is not None else [])],
+        # the finiteness check runs first: a diverged step's checkpoint is never marked complete
+        callbacks=[_stop_on_non_finite(stage, cfg), _mark_complete(before), *([share] if share is not None else [])],
     )
     t0 = time.perf_counter()
     with compact_lm_head(cfg.runtime.compact_lm_head):

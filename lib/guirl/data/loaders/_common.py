@@ -24,10 +24,12 @@ changed silently. :meth:`LoadResult.counts` gives records loaded / adjusted / re
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,9 +112,11 @@ def collect(
 ) -> None:
     """Run each ``(ctx, build)``; on a bad record raise, or (``skip_bad``) record it as skipped.
 
-    Any ``ValueError``/``KeyError``/``TypeError`` escaping ``build`` (a missed check) is wrapped
-    into a :class:`DatasetFormatError` naming the context, so nothing surfaces unnamed. The
-    adjustments of a record that loads go to ``adjusted``.
+    Any ``ValueError``/``KeyError``/``TypeError`` escaping ``build`` (a missed check), and the
+    errors of a record past a bound (:data:`BOUND_ERRORS`: too deep, a number that overflows, a
+    path the system refuses) are wrapped into a :class:`DatasetFormatError` naming the context, so
+    nothing surfaces unnamed and ``skip_bad`` loses that record only. The adjustments of a record
+    that loads go to ``adjusted``.
     """
     for ctx, build in items:
         n0 = len(ctx.adjustments)
@@ -127,8 +131,8 @@ def collect(
             if not skip_bad:
                 raise
             skipped.append((e.file, e.record, f"{e.key}: {e.problem}"))
-        except (ActionError, SchemaError, KeyError, TypeError, ValueError, IndexError) as e:
-            err = ctx.error("?", f"{type(e).__name__}: {e}")
+        except (ActionError, SchemaError, KeyError, TypeError, ValueError, IndexError, *BOUND_ERRORS) as e:
+            err = ctx.error("?", f"{type(e).__name__}: {str(e)[:200]}")
             if not skip_bad:
                 raise err from e
             skipped.append((err.file, err.record, err.problem))
@@ -177,6 +181,93 @@ def report_skipped(name: str, result: LoadResult) -> LoadResult:
     return result
 
 
+# ----------------------------------------------------------------------------- bounds on a record
+# A record past one of these bounds is a bad record of its own (named; skipped under skip_bad),
+# never the end of the load or a stall: a decompression bomb of a PNG, JSON nested to exhaust the
+# parser, a number that overflows the conversions after it, a path the file system refuses.
+
+#: Pixels of one screenshot (width x height): Pillow's own decompression-bomb limit (a 1080 x 2400
+#: phone screen has 2.6 M; a 30000 x 30000 PNG 900 M).
+MAX_IMAGE_PIXELS = 89_478_485
+#: Nesting of a JSON record (objects and arrays inside each other); the datasets nest 6 at most.
+MAX_JSON_DEPTH = 64
+#: The largest magnitude of a number in a record (coordinates, sizes, seconds): far above any real
+#: value, far below an overflow (``1e308 * 1000`` is infinite).
+MAX_NUMBER = 1e15
+#: Characters of a screenshot path, and bytes of one of its parts (the usual file system limits).
+MAX_PATH_CHARS = 1024
+MAX_PATH_PART_BYTES = 255
+#: What a record past a bound raises deep inside a conversion (caught by :func:`collect`).
+BOUND_ERRORS: tuple[type[BaseException], ...] = (RecursionError, OverflowError, OSError)
+
+
+def check_magnitude(ctx: Ctx, key: str, f: float) -> float:
+    """``f`` when its magnitude is at most :data:`MAX_NUMBER`, else an error naming ``key``."""
+    if abs(f) > MAX_NUMBER:
+        raise ctx.error(key, f"number {f!r} is out of range (magnitude above {MAX_NUMBER:g})")
+    return f
+
+
+def check_depth(ctx: Ctx, key: str, value: Any) -> Any:
+    """``value`` (decoded JSON) when it nests at most :data:`MAX_JSON_DEPTH` levels, else an error
+    naming ``key``. Iterative: a deep value costs no recursion."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise ctx.error(key, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return value
+
+
+def check_path(ctx: Ctx, key: str, path: str) -> str:
+    """A screenshot path of a record: at most :data:`MAX_PATH_CHARS` characters, each part at
+    most :data:`MAX_PATH_PART_BYTES` bytes, no NUL, and, when relative, inside the folder it is
+    relative to (a ``..`` that leaves it is refused: a record never reads a file outside its data
+    set). An absolute path (the authors' machines) is kept as written (:func:`remap_image`)."""
+    if len(path) > MAX_PATH_CHARS:
+        raise ctx.error(key, f"path of {len(path)} characters (more than {MAX_PATH_CHARS}): {path[:60]!r}...")
+    if "\0" in path:
+        raise ctx.error(key, f"path holds a NUL character: {path[:80]!r}")
+    long = next((part for part in Path(path).parts if len(part.encode("utf-8", "replace")) > MAX_PATH_PART_BYTES), None)
+    if long is not None:
+        raise ctx.error(key, f"path part of more than {MAX_PATH_PART_BYTES} bytes: {long[:60]!r}...")
+    if not Path(path).is_absolute() and os.path.normpath(path).split(os.sep)[0] == "..":
+        raise ctx.error(key, f"path {path!r} leads outside the data folder (..); paths are relative to it")
+    return path
+
+
+def check_pixels(ctx: Ctx, key: str, what: Any, w: int, h: int) -> tuple[int, int]:
+    """``(w, h)`` when the image has at most :data:`MAX_IMAGE_PIXELS` pixels, else an error."""
+    if w * h > MAX_IMAGE_PIXELS:
+        raise ctx.error(key, f"image {what} is {w}x{h} = {w * h} pixels, more than {MAX_IMAGE_PIXELS}")
+    return w, h
+
+
+def is_file(ctx: Ctx, key: str, path: Path) -> bool:
+    """``path.is_file()``; a path the system refuses (too long, ...) is an error naming ``key``."""
+    try:
+        return path.is_file()
+    except OSError as e:
+        raise ctx.error(key, f"cannot look up {str(path)[:80]!r}...: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _bomb_is_error() -> Iterator[None]:
+    """Pillow's decompression-bomb warning (above :data:`MAX_IMAGE_PIXELS`) raised as an error."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        yield
+
+
 # ----------------------------------------------------------------------------- field access
 def req(ctx: Ctx, d: Any, key: str, types: type | tuple[type, ...]) -> Any:
     """``d[key]``, checked to be a mapping entry of the given type(s)."""
@@ -203,7 +294,8 @@ def opt(ctx: Ctx, d: dict, key: str, types: type | tuple[type, ...], default: An
 
 
 def number(ctx: Ctx, key: str, v: Any) -> float:
-    """A finite real number (ints and numeric numpy scalars accepted, bools rejected)."""
+    """A finite real number within :data:`MAX_NUMBER` of zero (ints and numeric numpy scalars
+    accepted, bools rejected)."""
     if isinstance(v, bool):
         raise ctx.error(key, f"expected a number, got bool {v!r}")
     try:
@@ -212,6 +304,7 @@ def number(ctx: Ctx, key: str, v: Any) -> float:
         raise ctx.error(key, f"expected a number, got {type(v).__name__} {v!r:.80}") from None
     if not math.isfinite(f):
         raise ctx.error(key, f"expected a finite number, got {v!r}")
+    check_magnitude(ctx, key, f)
     return f
 
 
@@ -226,25 +319,33 @@ def numbers(ctx: Ctx, key: str, v: Any, n: int | None = None) -> list[float]:
 
 
 def json_value(ctx: Ctx, key: str, v: Any) -> Any:
-    """Decode a JSON string (bytes accepted); non-strings are returned unchanged."""
+    """Decode a JSON string (bytes accepted); non-strings are returned unchanged. Either is
+    refused when nested deeper than :data:`MAX_JSON_DEPTH` (:func:`check_depth`)."""
     if isinstance(v, bytes):
         v = as_str(ctx, key, v)
     if not isinstance(v, str):
-        return v
+        return check_depth(ctx, key, v)
     try:
-        return json.loads(v)
+        return check_depth(ctx, key, json.loads(v))
     except json.JSONDecodeError as e:
         raise ctx.error(key, f"not valid JSON ({e.msg} at char {e.pos}): {v!r:.80}") from None
+    except RecursionError:
+        raise ctx.error(key, f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the parser's own limit)") from None
 
 
 def read_json_file(path: Path, record: str) -> Any:
-    """Load a JSON file; bad JSON names the file and position."""
+    """Load a JSON file; bad JSON names the file and position, nesting past :data:`MAX_JSON_DEPTH`
+    the file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return check_depth(Ctx(path, record), "<file>", json.loads(path.read_text(encoding="utf-8")))
     except json.JSONDecodeError as e:
         raise DatasetFormatError(path, record, "<file>", f"not valid JSON: {e}") from None
     except UnicodeDecodeError as e:
         raise DatasetFormatError(path, record, "<file>", f"not UTF-8 text: {e}") from None
+    except RecursionError:
+        raise DatasetFormatError(
+            path, record, "<file>", f"JSON nested deeper than {MAX_JSON_DEPTH} levels (the parser's own limit)"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- units
@@ -336,6 +437,8 @@ def remap_image(ctx: Ctx, key: str, path: str, image_root: str | Path | None) ->
     parts = p.parts[1:] if p.is_absolute() else p.parts
     for i in range(len(parts)):
         cand = Path(*parts[i:])
+        if os.path.normpath(cand).split(os.sep)[0] == "..":  # never a file outside image_root
+            continue
         if (root / cand).exists():
             ctx.adjust(key, f"screenshot {path!r} remapped to {str(cand)!r} under image_root")
             return str(cand)
@@ -370,11 +473,13 @@ def image_size(ctx: Ctx, key: str, path: Path) -> tuple[int, int]:
     """``(width, height)`` in pixels of an image file (reads the header only)."""
     from PIL import Image, UnidentifiedImageError
 
-    if not path.is_file():
+    if not is_file(ctx, key, path):
         raise ctx.error(key, f"screenshot file {path} does not exist (needed for the screen size)")
     try:
-        with Image.open(path) as im:
-            return im.size
+        with _bomb_is_error(), Image.open(path) as im:
+            return check_pixels(ctx, key, path, *im.size)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ctx.error(key, f"image {path} is larger than {MAX_IMAGE_PIXELS} pixels: {e}") from None
     except (UnidentifiedImageError, OSError) as e:
         raise ctx.error(key, f"cannot read image {path}: {e}") from None
 
@@ -390,8 +495,12 @@ def save_png(ctx: Ctx, key: str, data: bytes, out_dir: Path, rel: str) -> tuple[
     if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) == 0:
         raise ctx.error(key, f"expected non-empty image bytes, got {type(data).__name__}")
     try:
-        im = Image.open(io.BytesIO(bytes(data)))
-        im.load()
+        with _bomb_is_error():
+            im = Image.open(io.BytesIO(bytes(data)))
+            check_pixels(ctx, key, "the image bytes", *im.size)  # before decoding them
+            im.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ctx.error(key, f"image bytes are larger than {MAX_IMAGE_PIXELS} pixels: {e}") from None
     except (UnidentifiedImageError, OSError) as e:
         raise ctx.error(key, f"image bytes cannot be decoded: {e}") from None
     dest = out_dir / rel

@@ -46,6 +46,7 @@ from typing import Any
 from guirl.actions import Action, ActionType
 from guirl.data.loaders._splits import AITZ_SPLITS, SplitFileError
 from guirl.data.loaders._common import (
+    check_path,
     Ctx,
     LoadResult,
     collect,
@@ -235,7 +236,7 @@ def _screenshot(ctx: Ctx, img: str, root: Path, episode_dir: Path) -> tuple[str,
 
 
 def _step(ctx: Ctx, s: dict, root: Path, episode_dir: Path, off_screen: str) -> tuple[Step, dict]:
-    img, file = _screenshot(ctx, req(ctx, s, "image_path", str), root, episode_dir)
+    img, file = _screenshot(ctx, check_path(ctx, "image_path", req(ctx, s, "image_path", str)), root, episode_dir)
     w, h = image_size(ctx, "image_path", file)
     for key in ("coat_action_desc", "coat_screen_desc", "coat_action_think", "coat_action_result"):
         req(ctx, s, key, str)

@@ -29,6 +29,7 @@ from guirl.actions import Action, ActionType
 from guirl.data.loaders._splits import AMEX_DEFAULT_SPLIT
 from guirl.data.loaders.aitz import containing_boxes
 from guirl.data.loaders._common import (
+    check_path,
     Ctx,
     LoadResult,
     collect,
@@ -111,7 +112,7 @@ def _episode(ctx: Ctx, d: Any, root: Path, split: str, subdir: str) -> Episode:
     steps = []
     for i, s in enumerate(req(ctx, d, "steps", list)):
         sctx = ctx.sub(f"step {i}")
-        img = req(sctx, s, "image_path", str)
+        img = check_path(sctx, "image_path", req(sctx, s, "image_path", str))
         rel = f"{subdir}/{img}" if subdir else img
         w, h = image_size(sctx, "image_path", root / rel)
         action = _action(sctx, s, w, h)

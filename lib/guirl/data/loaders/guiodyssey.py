@@ -25,6 +25,7 @@ from typing import Any
 from guirl.actions import Action, ActionType
 from guirl.data.loaders._splits import ODYSSEY_DEFAULT_SPLIT, read_odyssey_split
 from guirl.data.loaders._common import (
+    check_path,
     Ctx,
     LoadResult,
     collect,
@@ -132,7 +133,7 @@ def _episode(ctx: Ctx, d: Any, split: str, screenshot_subdir: str) -> Episode:
         target = None
         if bb not in (None, []):
             target = norm_box(sctx, "sam2_bbox", numbers(sctx, "sam2_bbox", bb, 4), SCALE, SCALE)
-        shot = req(sctx, s, "screenshot", str)
+        shot = check_path(sctx, "screenshot", req(sctx, s, "screenshot", str))
         extra = {"ps": s["ps"]} if s.get("ps") is not None else {}
         steps.append(
             Step(

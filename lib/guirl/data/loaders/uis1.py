@@ -51,6 +51,8 @@ from guirl.actions import Action, ActionType
 from guirl.actions.types import OPPOSITE
 from guirl.data.loaders._splits import split_from_file_name
 from guirl.data.loaders._common import (
+    check_path,
+    is_file,
     Ctx,
     LoadResult,
     collect,
@@ -272,7 +274,7 @@ def _screen(ctx: Ctx, s: dict, shot: str, root: Path, screen_size: tuple[int, in
     the screenshot must exist in every case."""
     if screen_size is None and s.get("img_size") is None:
         return image_size(ctx, "screenshot", root / shot)
-    if not (root / shot).is_file():
+    if not is_file(ctx, "screenshot", root / shot):
         raise ctx.error("screenshot", f"screenshot file {root / shot} does not exist")
     if screen_size is not None:
         return screen_size
@@ -301,7 +303,7 @@ def _episode(
         sctx = ctx.sub(f"step {i}")
         if not isinstance(s, dict):
             raise sctx.error("steps", f"expected an object, got {type(s).__name__}")
-        shot = remap_image(sctx, "screenshot", req(sctx, s, "screenshot", str), image_root)
+        shot = remap_image(sctx, "screenshot", check_path(sctx, "screenshot", req(sctx, s, "screenshot", str)), image_root)
         size = _screen(sctx, s, shot, base, screen_size)
         steps.append(
             step_from_std(

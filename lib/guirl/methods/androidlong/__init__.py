@@ -25,6 +25,7 @@ METHOD = Method(
     derived=DERIVED,
     hooks={"androidlong": androidlong_rl_hooks},
     notebooks=("07_agentcpm_androidlong",),
+    reads=("data.width", "data.height", "eval.max_turns"),  # its online rollouts play MiniGUI episodes
     summary="long looping tasks scored by Task SR / Subgoal SR over three runs; memory in the reasoning; online GRPO",
 )
 

@@ -30,6 +30,7 @@ METHOD = Method(
     derived=DERIVED,
     hooks={"ccpo": ccpo_rl_hooks},
     notebooks=("02_ccpo_rl",),
+    reads=("semi_online",),  # its role continues semi-online RL: patching, returns (cfg.semi_online)
     summary="semi-online RL with coordinate-aware history cropping (CASC) and a distance-based reward",
 )
 

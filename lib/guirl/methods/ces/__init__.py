@@ -45,6 +45,7 @@ METHOD = Method(
     derived=DERIVED,
     hooks=HOOKS,  # ces.coordinator (stage 1), ces.state_tracker (stage 2)
     notebooks=("04_ces_staged_rl",),
+    reads=("eval.max_new_tokens", "eval.batch_size"),  # the frozen executor generates with them
     summary="coordinator / state tracker trained with execution feedback from a frozen executor",
 )
 

@@ -5,6 +5,7 @@ experiment logic.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def base_model_dir(cfg: Config) -> Path:
 
 
 def minigui_dir(cfg: Config, *, rebuild: bool = False, progress: bool = True) -> Path:
-    """The MiniGUI dataset folder of a run, ``data/<profile>/minigui``, with
+    """The MiniGUI dataset folder of a run, published at ``data/<profile>/minigui``, with
     ``data.n_train_tasks + data.n_test_tasks`` tasks drawn with ``seed`` on
     ``data.width`` x ``data.height`` screens.
 
@@ -35,35 +36,48 @@ def minigui_dir(cfg: Config, *, rebuild: bool = False, progress: bool = True) ->
     manifest matches these settings, and build it only when it is missing or was built with
     other settings (for instance a notebook opened by hand before 00 ran). The sizes come only
     from the config, so 00 and its readers agree on them (one build per run of the pipeline).
+
+    The folder is published whole (:mod:`guirl.data.publish`): the path returned is the version
+    ``data/<profile>/minigui`` points to, which never changes while this process runs; a rebuild
+    (here or in another notebook) writes a new version and repoints the link once it is
+    complete, so a reader never sees mixed or short data. Two builds take turns.
     """
-    from guirl.env.export import build_minigui_dataset
+    from guirl.data.publish import build_lock, publish, use_published
+    from guirl.env import export
 
     out = data_dir(cfg.profile) / "minigui"
     total = cfg.data.n_train_tasks + cfg.data.n_test_tasks
-    manifest = out / "manifest.json"
-    if manifest.exists() and not rebuild:
-        import json
+    wanted = (total, cfg.seed, cfg.data.width, cfg.data.height)
 
-        m = json.loads(manifest.read_text())
-        if (m.get("n_tasks"), m.get("seed"), m.get("width"), m.get("height")) == (
-            total,
-            cfg.seed,
-            cfg.data.width,
-            cfg.data.height,
-        ):
-            return out
-    build_minigui_dataset(
-        out, n_tasks=total, seed=cfg.seed, width=cfg.data.width, height=cfg.data.height, progress=progress
-    )
-    return out
+    def current() -> Path | None:
+        folder = use_published(out)
+        if folder is None or not (folder / "manifest.json").is_file():
+            return None
+        m = json.loads((folder / "manifest.json").read_text())
+        return folder if (m.get("n_tasks"), m.get("seed"), m.get("width"), m.get("height")) == wanted else None
+
+    if not rebuild and (found := current()) is not None:
+        return found
+    with build_lock(out):
+        if not rebuild and (found := current()) is not None:  # built by another process meanwhile
+            return found
+        return publish(
+            out,
+            lambda folder: export.build_minigui_dataset(
+                folder, n_tasks=total, seed=cfg.seed, width=cfg.data.width, height=cfg.data.height, progress=progress
+            ),
+        )
 
 
 def dataset_dir(cfg: Config, *, progress: bool = True) -> Path:
     """The prepared dataset folder of a run: MiniGUI (built if missing) for ``data.source:
-    minigui``, else the folder ``00_data_prep`` converted ``data.source`` into."""
+    minigui``, else the folder ``00_data_prep`` converted ``data.source`` into (the version
+    published at ``data/<profile>/<source>``: :mod:`guirl.data.publish`)."""
     if cfg.data.source == "minigui":
         return minigui_dir(cfg, progress=progress)
-    out = data_dir(cfg.profile) / cfg.data.source
+    from guirl.data.publish import use_published
+
+    out = use_published(data_dir(cfg.profile) / cfg.data.source) or data_dir(cfg.profile) / cfg.data.source
     if not (out / "episodes.jsonl").exists():
         raise FileNotFoundError(
             f"{out}/episodes.jsonl: {cfg.data.source} has not been converted for profile {cfg.profile}; run "
@@ -89,12 +103,12 @@ def eval_splits(cfg: Config, *, only: list[str] | None = None) -> dict[str, Spli
 def upstream_result(cfg: Config, notebook: str, stage: str) -> dict[str, Any]:
     """The ``result.json`` of stage ``stage`` written by notebook ``notebook`` for this profile
     (e.g. ``("01_sft", "sft")``, under ``runs/<profile>/``); a ``FileNotFoundError`` naming the
-    file and the make target when that notebook has not run."""
-    import json
-
+    file and the make target when that notebook has not run, a
+    :class:`guirl.contenthash.StateFileError` naming it when it is torn or corrupt."""
+    from guirl.contenthash import read_json_state
     from guirl.paths import runs_dir
 
     path = runs_dir(cfg.profile) / notebook / stage / "result.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no {stage} result of notebook {notebook}; run `make nb-{notebook}` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json_state(path, f"the {stage} result of notebook {notebook}", f"run `make nb-{notebook}` again")
