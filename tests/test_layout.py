@@ -31,7 +31,7 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib" / "guirl"
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-BASE = {"paths", "geometry", "imaging", "textmatch", "configbase"}
+BASE = {"paths", "geometry", "imaging", "textmatch", "configbase", "timing"}
 KERNELS = {
     "actions",
     "matching",

@@ -23,6 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from guirl import timing
+
 #: ``(messages, images)``: chat messages with image placeholders and the images in their order.
 Prompt = tuple[list[dict[str, Any]], list[Any]]
 
@@ -239,10 +241,13 @@ class HFPolicy:
     def encode(self, prompts: Sequence[Prompt]) -> Any:
         """The processor's left-padded batch (``input_ids``, ``attention_mask``, ``pixel_values``,
         ``image_grid_thw``, ...) for ``prompts``, on the model's device."""
-        texts = [self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts]
-        images = [[open_image(x) for x in ims] for _, ims in prompts]
-        enc = self._encoder(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
-        return enc.to(self.model.device)
+        with timing.phase("images", "prompts"):
+            texts = [
+                self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts
+            ]
+            images = [[open_image(x) for x in ims] for _, ims in prompts]
+            enc = self._encoder(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
+            return enc.to(self.model.device)
 
     def _completion(self, text: str, ids: tuple[int, ...], placeholders: set[int], eos_id: int | None) -> Completion:
         """A completion ending at a generated placeholder (:func:`end_at_placeholder`), its text
@@ -279,7 +284,7 @@ class HFPolicy:
         placeholders = _placeholder_ids(self.model)
         out: list[list[Completion]] = []
         starts = range(0, len(prompts), self.batch_size)
-        with _inference(self.model, seed):
+        with _inference(self.model, seed), timing.phase("generation", self.desc):
             for i in tqdm(starts, desc=self.desc, disable=not self.progress):
                 enc = self.encode(prompts[i : i + self.batch_size])
                 ids = self.model.generate(**enc, **kwargs)

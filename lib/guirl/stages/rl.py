@@ -20,6 +20,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from guirl import timing
 from guirl.config import load_config
 
 if TYPE_CHECKING:
@@ -53,8 +54,10 @@ def hooks_for(cfg: Config, data_dir: Path, inputs: dict[str, Path] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, load the resolved config, build the hooks and train; exit status 0."""
-    from guirl.rollout import HFPolicy
-    from guirl.train.rl import train_rl
+    timing.launched()
+    with timing.phase("startup", "imports"):
+        from guirl.rollout import HFPolicy
+        from guirl.train.rl import train_rl
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", action="append", default=[], help="another named input folder, NAME=FOLDER")
     a = p.parse_args(argv)
     cfg = load_config(a.config)
-    hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
+    with timing.phase("data", "rl hooks"):
+        hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
     rl = cfg.rl
 
     def make_policy(model, processor):

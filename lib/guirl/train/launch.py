@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from guirl import timing
 from guirl.paths import resolve_repo_path
 from guirl.train.procs import FileLock, forget, start_group, stop_all, stop_group
 from guirl.train.sft import RESULT_FILE
@@ -275,7 +277,8 @@ def _run_stage(
 ) -> dict[str, Any]:
     cfg, output_dir = stage.cfg, stage.output_dir
     with stage_lock(output_dir) as lock:
-        cmd = prepare_stage(stage, echo=echo)
+        with timing.phase("io", "stage folder"):
+            cmd = prepare_stage(stage, echo=echo)
         done = output_dir / RESULT_FILE
         if done.exists():
             return json.loads(done.read_text())
@@ -284,21 +287,24 @@ def _run_stage(
             from guirl.train.cores import SCHEDULE_ENV
 
             env[SCHEDULE_ENV] = thread_schedule
+        env[timing.LABEL_ENV] = f"stage-{output_dir.name}"
         tail: deque[str] = deque(maxlen=60)
         prefix = f"[{output_dir.name}] " if parallel > 1 else ""
-        proc = start_group(cmd, env=env, pass_fds=[lock.fileno()])
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                tail.append(line)
-                if echo:
-                    print(prefix + line, end="", flush=True)
-            proc.stdout.close()
-            rc = proc.wait(timeout=timeout)
-            forget(proc)
-        except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
-            stop_group(proc)
-            raise
+        with timing.phase(timing.WAIT, stage.name):
+            env[timing.LAUNCHED_ENV] = repr(time.time())
+            proc = start_group(cmd, env=env, pass_fds=[lock.fileno()])
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    tail.append(line)
+                    if echo:
+                        print(prefix + line, end="", flush=True)
+                proc.stdout.close()
+                rc = proc.wait(timeout=timeout)
+                forget(proc)
+            except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
+                stop_group(proc)
+                raise
     if rc != 0 or not done.exists():
         raise TrainingFailed(
             f"stage {stage.name!r} exited with code {rc} ({' '.join(cmd)}); last lines:\n{''.join(tail)}"
@@ -366,7 +372,8 @@ def run_stages(
             for i, stage in enumerate(stages)
         ]
         try:
-            errors = [f.exception() for f in futures]  # waits for every stage
+            with timing.phase(timing.WAIT, "stages side by side"):
+                errors = [f.exception() for f in futures]  # waits for every stage
         except BaseException:  # interrupted while waiting: stop the stages still running, then stop
             for f in futures:
                 f.cancel()

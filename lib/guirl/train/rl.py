@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guirl import timing
 from guirl.rl.hooks import RLHooks
 from guirl.rl.losses import agg_norm, policy_loss
 from guirl.rl.samples import RolloutArgs, Sample, renumber_groups, take_groups
@@ -390,10 +391,12 @@ class _Engine:
             )
             t0 = time.perf_counter()
             self.model.eval()
-            samples = hooks.rollout(policy, mine, args) if mine else []
+            with timing.phase("generation", "rl rollouts"):
+                samples = hooks.rollout(policy, mine, args) if mine else []
             gen_s += time.perf_counter() - t0
             t0 = time.perf_counter()
-            results = list(hooks.reward(samples)) if samples else []
+            with timing.phase("scoring", "rl reward"):
+                results = list(hooks.reward(samples)) if samples else []
             reward_s += time.perf_counter() - t0
             if len(results) != len(samples):
                 raise ValueError(f"reward hook returned {len(results)} results for {len(samples)} samples")
@@ -447,9 +450,10 @@ class _Engine:
     def _encode(self, micro: Sequence[Sample]) -> dict[str, torch.Tensor]:
         from guirl.rl.logprobs import encode_samples
 
-        return encode_samples(
-            self.processor, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
-        )
+        with timing.phase("images", "rl update batches"):
+            return encode_samples(
+                self.processor, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
+            )
 
     def _logprobs(self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False):
         from guirl.rl.logprobs import completion_logprobs
@@ -487,11 +491,12 @@ class _Engine:
                 extra: dict[str, torch.Tensor] = {}
                 if rl.beta > 0:
                     t0 = time.perf_counter()
-                    extra["ref"] = self._ref_logprobs(batch)
+                    with timing.phase("training", "rl reference log-probs"):
+                        extra["ref"] = self._ref_logprobs(batch)
                     ref_s += time.perf_counter() - t0 + enc_s
                 if need_old:
                     t0 = time.perf_counter()
-                    with torch.no_grad():
+                    with torch.no_grad(), timing.phase("training", "rl old log-probs"):
                         extra["old"] = self._logprobs(self.model, batch)[0]
                     old_s += time.perf_counter() - t0 + (0.0 if rl.beta > 0 else enc_s)
                 pre[id(micro)] = extra
@@ -650,10 +655,11 @@ def train_rl(
     ``cfg.rl.max_new_tokens``). Runs as one process or under ``accelerate launch`` (one rank per
     process). Returns the ``result.json`` content (module doc).
     """
-    from accelerate import Accelerator
-    from tqdm.auto import tqdm
+    with timing.phase("startup", "imports"):
+        from accelerate import Accelerator
+        from tqdm.auto import tqdm
 
-    from guirl.models import apply_lora, load_processor
+        from guirl.models import apply_lora, load_processor
 
     rl = cfg.rl
     output_dir = Path(output_dir)
@@ -673,7 +679,8 @@ def train_rl(
     m = cfg.model
     base_model = Path(base_model)
     proc_dir = _adapter_parent(base_model) if _is_adapter_dir(base_model) else base_model
-    processor = load_processor(proc_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    with timing.phase("io", "load model"):
+        processor = load_processor(proc_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
     if rl.prompts_per_step < acc.num_processes:
         raise ValueError(
             f"rl.prompts_per_step ({rl.prompts_per_step}) is below the number of processes ({acc.num_processes}): "
@@ -684,7 +691,8 @@ def train_rl(
             "DeepSpeed ZeRO-3 shards the weights the rollouts generate with, and semi-online ranks run different "
             "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
         )
-    model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
+    with timing.phase("io", "load model"):
+        model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
     acc.wait_for_everyone()
     ref_model = None
     if rl.lora:
@@ -694,13 +702,14 @@ def train_rl(
     if not rl.lora and rl.beta > 0:
         from guirl.models import load_model
 
-        ref_model = load_model(
-            start,
-            dtype=m.torch_dtype,
-            attn_implementation=m.attn_implementation,
-            vision_attention=m.vision_attention,
-            **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
-        ).to(acc.device)
+        with timing.phase("io", "load model"):
+            ref_model = load_model(
+                start,
+                dtype=m.torch_dtype,
+                attn_implementation=m.attn_implementation,
+                vision_attention=m.vision_attention,
+                **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
+            ).to(acc.device)
         ref_model.requires_grad_(False).eval()
     if cfg.runtime.activation_checkpointing:  # recompute activations in the update's backward (docs/rl.md, memory)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -717,7 +726,8 @@ def train_rl(
     log_path = output_dir / LOG_FILE
     resume = last_checkpoint(output_dir)
     if resume is not None:
-        _load_checkpoint(acc, resume, engine, hooks, scheduler)
+        with timing.phase("io", "rl checkpoint"):
+            _load_checkpoint(acc, resume, engine, hooks, scheduler)
     if acc.is_main_process:
         _truncate_log(log_path, engine.state.step)
     acc.wait_for_everyone()
@@ -746,7 +756,8 @@ def train_rl(
         tot = engine._sum([sum(finite), len(finite)])
         row["reward_kept"] = tot[0] / tot[1] if tot[1] else math.nan
         if n_kept:
-            row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
+            with timing.phase("training", "rl update"):
+                row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
         else:  # nothing to train on: no update, its statistics are missing (null)
             row.update(dict.fromkeys(_UPDATE_FIELDS), lr=float(scheduler.get_last_lr()[0]))
         row["update_seconds"] = time.perf_counter() - t1
@@ -763,7 +774,8 @@ def train_rl(
                 f.write(json.dumps(_jsonable(row)) + "\n")
         if step % rl.save_steps == 0 or step == rl.max_steps:
             engine.state.train_seconds = before + time.perf_counter() - t_train
-            _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit, scheduler)
+            with timing.phase("io", "rl checkpoint"):
+                _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit, scheduler)
         bar.update(1)
         bar.set_postfix({k: f"{row[k]:.4g}" for k in ("reward", "kl", "n_kept") if row.get(k) is not None})
     bar.close()
@@ -771,8 +783,9 @@ def train_rl(
     final = output_dir / FINAL_DIR
     acc.wait_for_everyone()
     if acc.is_main_process:
-        acc.unwrap_model(model).save_pretrained(str(final))
-        processor.save_pretrained(str(final))
+        with timing.phase("io", "save model"):
+            acc.unwrap_model(model).save_pretrained(str(final))
+            processor.save_pretrained(str(final))
     result = {
         "stage": stage,
         "role": rl.role,
