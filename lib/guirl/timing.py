@@ -85,6 +85,7 @@ _main_accounted = 0.0
 LABEL_ENV = "GUIRL_TIMING_LABEL"
 _label = os.environ.get(LABEL_ENV, "process")
 _started = time.time()
+_clock = time.perf_counter  # the phase clock (a test replaces it)
 
 
 def _stack() -> list[list[Any]]:
@@ -107,7 +108,7 @@ def phase(category: str, label: str = "") -> Iterator[None]:
     if category not in CATEGORIES and category != WAIT:
         raise ValueError(f"timing.phase: unknown category {category!r}; known: {', '.join(CATEGORIES)}, {WAIT}")
     stack = _stack()
-    now = time.perf_counter()
+    now = _clock()
     if stack:  # the enclosing phase's own time ends here
         top = stack[-1]
         _charge(top[0], now - top[1])
@@ -116,7 +117,7 @@ def phase(category: str, label: str = "") -> Iterator[None]:
     try:
         yield
     finally:
-        end = time.perf_counter()
+        end = _clock()
         _, since, opened = stack.pop()
         _charge(key, end - since)
         with _lock:
