@@ -45,7 +45,7 @@ killed run resumes from the last complete one; ``rl_log.jsonl`` (one JSON object
 :data:`LOG_FIELDS`; rows after the resumed step, and a last line cut short by a kill, are dropped
 on resume); ``final/`` (the full model, or the LoRA adapter with ``rl.lora``) with the processor;
 ``result.json`` last (its presence means done; ``guirl.models.load_trained`` reads it; it records
-the trained and total parameter counts and the learning rate used).
+the trained and total parameter counts, the learning rate used and torch's thread count).
 
 A resume unpickles nothing but tensors and plain data: the files of a checkpoint are read with
 ``torch.load(weights_only=True)`` (accelerate's loader; the RNG states are checked first, since
@@ -732,6 +732,7 @@ def train_rl(
         _truncate_log(log_path, engine.state.step)
     acc.wait_for_everyone()
     policy = make_policy(acc.unwrap_model(model), processor)
+    threads = torch.get_num_threads()
     t_train = time.perf_counter()
     first, before = engine.state.step, engine.state.train_seconds
     bar = tqdm(total=rl.max_steps, initial=first, desc="rl", disable=not (progress and acc.is_main_process))
@@ -801,6 +802,7 @@ def train_rl(
         "train_seconds": round(seconds, 2),
         "samples_generated": engine.state.samples_generated,
         "samples_trained": engine.state.samples_trained,
+        "threads": threads,
         "log": str(log_path),
     }
     if acc.is_main_process:

@@ -1,7 +1,7 @@
 """Supervised training stages (grounding pre-training and SFT) with TRL's ``SFTTrainer``.
 
 The command-line entry that ``accelerate launch`` runs is :mod:`guirl.stages.sft` (it loads the
-resolved config and calls :func:`train`); this module never runs inside a notebook kernel.
+resolved config and calls :func:`train`), in a subprocess or in the caller (:mod:`guirl.train.launch`).
 
     accelerate launch --config_file configs/accelerate/cpu.yaml -m guirl.stages.sft \\
         --config runs/tiny/01_sft/config.yaml --stage sft --data-dir data/tiny/minigui \\
@@ -283,6 +283,7 @@ def train(
             callbacks=[_mark_complete(before), *([share] if share is not None else [])],
         )
     trainer.data_collator = _timed_collator(trainer.data_collator)
+    threads = torch.get_num_threads()
     t0 = time.perf_counter()
     with timing.phase("training", f"sft {stage}"), compact_lm_head(cfg.runtime.compact_lm_head):
         trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
@@ -303,6 +304,7 @@ def train(
         "log_history": trainer.state.log_history,
         "global_step": trainer.state.global_step,
         "thread_switches": share.switches if share is not None else [],
+        "threads": threads,
     }
     if trainer.is_world_process_zero():
         tmp = done.with_suffix(".tmp")
