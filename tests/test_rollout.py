@@ -314,6 +314,46 @@ def test_hf_policy_vision_cache_follows_the_weights(tiny_model, minigui12: Path)
         model.load_state_dict(saved)
 
 
+def test_generation_cache_reuses_exactly_the_same_greedy_call(
+    tiny_model, minigui12: Path, tmp_path, monkeypatch
+) -> None:
+    """A second policy on the same weights and prompts reads the stored ids (no generate call) and
+    answers the same; changed weights, other prompts or other keywords miss; sampling is never stored."""
+    import torch
+
+    from guirl.rollout.generation_cache import CACHE_ENV
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 5)
+    plain = HFPolicy(model, processor, max_new_tokens=6, batch_size=2).complete(prompts)
+    assert not list(tmp_path.rglob("*.json"))  # no folder named: nothing stored
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    first = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+    assert first.complete(prompts) == plain and first._generations.misses == 3
+    assert len(list(tmp_path.rglob("*.json"))) == 3  # one entry per batch
+    calls = []
+    real = model.generate
+    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(1) or real(**kw))
+    again = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+    assert again.complete(prompts) == plain and calls == [] and again._generations.hits == 3
+    HFPolicy(model, processor, max_new_tokens=5, batch_size=2).complete(prompts)  # other keywords
+    HFPolicy(model, processor, max_new_tokens=6, batch_size=3).complete(prompts)  # other batches
+    assert len(calls) == 3 + 2  # 3 batches of 2, 2 batches of 3
+    HFPolicy(model, processor, max_new_tokens=6, batch_size=2).complete(prompts, n=2, do_sample=True, seed=1)
+    assert len(calls) == 5 + 3 and len(list(tmp_path.rglob("*.json"))) == 3 + 3 + 2  # sampling: not stored
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(1.5)
+        changed = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+        assert changed.complete(prompts) == HFPolicy(
+            model, processor, max_new_tokens=6, batch_size=2, generation_cache=False
+        ).complete(prompts)
+        assert changed._generations.hits == 0  # other weights: generated again
+    finally:
+        model.load_state_dict(saved)
+
+
 @pytest.mark.parametrize("kw", [{"max_new_tokens": 0, "batch_size": 1}, {"max_new_tokens": 4, "batch_size": 0}])
 def test_hf_policy_rejects_bad_budgets(kw) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):

@@ -101,6 +101,8 @@ __all__ = [
 KERNEL_NAME = "guirl"
 #: Suffix of a run's time breakdown beside its executed copy (``runs/<profile>/<notebook>.timing.json``).
 TIMING_SUFFIX = ".timing.json"
+#: Folder under ``runs/<profile>/`` of the greedy generations every notebook reuses (guirl.rollout.generation_cache).
+GENERATION_CACHE = "generation_cache"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
@@ -341,14 +343,19 @@ def timing_path(plan: RunPlan) -> Path:
 @contextlib.contextmanager
 def _timed(plan: RunPlan) -> Iterator[Callable[[], float]]:
     """Run the block with :data:`guirl.timing.DIR_ENV` pointing at a fresh folder beside the executed
-    copy and :data:`guirl.timing.LABEL_ENV` = ``kernel`` (the notebook's kernel and its training
-    subprocesses inherit both), then write :func:`timing_path` from the processes' files, also when
-    the notebook failed, and delete the folder. Yields a function returning the block's seconds."""
+    copy, :data:`guirl.timing.LABEL_ENV` = ``kernel`` and the generation cache
+    (:data:`guirl.rollout.generation_cache.CACHE_ENV`, unless set already) at
+    ``runs/<profile>/generation_cache`` (the notebook's kernel and its training subprocesses
+    inherit them), then write :func:`timing_path` from the processes' files, also when the notebook
+    failed, and delete the folder. Yields a function returning the block's seconds."""
+    from guirl.rollout.generation_cache import CACHE_ENV
+
     folder = plan.output.with_suffix(".timing.d")
     shutil.rmtree(folder, ignore_errors=True)
-    saved = {var: os.environ.get(var) for var in (timing.DIR_ENV, timing.LABEL_ENV)}
+    saved = {var: os.environ.get(var) for var in (timing.DIR_ENV, timing.LABEL_ENV, CACHE_ENV)}
     os.environ[timing.DIR_ENV] = str(folder)
     os.environ[timing.LABEL_ENV] = "kernel"
+    os.environ.setdefault(CACHE_ENV, str(plan.output.parent / GENERATION_CACHE))
     start = time.perf_counter()
     wall: list[float] = []
 

@@ -210,6 +210,9 @@ class HFPolicy:
             :data:`guirl.models.image_cache.DEFAULT_CACHE_BYTES`); another number: the bound in
             bytes of a processor cache of this policy's own, and the vision cache.
         vision_cache: false: no vision cache (the tower encodes every batch's pixels).
+        generation_cache: keep greedy batches' generated ids on disk and reuse them for the same
+            call (:mod:`guirl.rollout.generation_cache`); ``None`` (default): when the environment
+            names a folder (the runner does, for notebooks), ``False``: never.
     """
 
     def __init__(
@@ -224,6 +227,7 @@ class HFPolicy:
         generation_kwargs: Mapping[str, Any] | None = None,
         image_cache_bytes: int | None = None,
         vision_cache: bool = True,
+        generation_cache: bool | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -246,25 +250,49 @@ class HFPolicy:
             self._encoder = processor
         cached = self._encoder is not processor and hasattr(self._encoder, "image_processor")
         self._vision = VisionCache(model) if vision_cache and cached and VisionCache.supports(model) else None
+        from guirl.rollout.generation_cache import from_env
+
+        self._generations = from_env(model) if generation_cache is not False else None
 
     def __repr__(self) -> str:
         return (
             f"HFPolicy({type(self.model).__name__}, max_new_tokens={self.max_new_tokens}, batch_size={self.batch_size})"
         )
 
+    def _image_keys(self) -> list[tuple[Any, ...]] | None:
+        """The content keys of the last :meth:`encode` batch's images, with the image processor's
+        settings (``None`` without the processor cache)."""
+        inner = getattr(self._encoder, "image_processor", None)
+        keys = getattr(inner, "last_keys", None)
+        return None if keys is None else [(inner._config, *key) for key in keys]
+
     def generate_inputs(self, enc: Any) -> dict[str, Any]:
         """``generate``'s keyword arguments for an :meth:`encode` batch: the batch itself, or, with
         the vision cache, the batch less ``pixel_values`` plus the images' ``mm_encoder_outputs``
         (the same tokens the model would compute from the pixels)."""
-        keys = getattr(getattr(self._encoder, "image_processor", None), "last_keys", None)
+        keys = self._image_keys()
         if self._vision is None or "pixel_values" not in enc or keys is None:
             return dict(enc)
         inputs = {k: v for k, v in enc.items() if k != "pixel_values"}
-        options = repr((self._encoder.image_processor._config,))
-        image = self._vision.encoder_outputs(
-            enc["pixel_values"], enc["image_grid_thw"], [(options, *key) for key in keys]
-        )
+        image = self._vision.encoder_outputs(enc["pixel_values"], enc["image_grid_thw"], keys)
         return {**inputs, "mm_encoder_outputs": {"image": image}}
+
+    def _generate(self, enc: Any, kwargs: dict[str, Any]) -> Any:
+        """The generated ids of one batch (``(B, new)``, after the prompt), from the generation
+        cache when this greedy call was made before."""
+        import torch
+
+        cache = self._generations if not kwargs.get("do_sample") else None
+        key = cache.key(enc, self._image_keys(), kwargs) if cache is not None else None
+        if key is not None:
+            got = cache.get(key)
+            if got is not None:
+                return torch.tensor(got, dtype=enc["input_ids"].dtype)
+        ids = self.model.generate(**self.generate_inputs(enc), **kwargs)
+        gen = ids[:, enc["input_ids"].shape[1] :]
+        if key is not None:
+            cache.put(key, gen.tolist())
+        return gen
 
     def encode(self, prompts: Sequence[Prompt]) -> Any:
         """The processor's left-padded batch (``input_ids``, ``attention_mask``, ``pixel_values``,
@@ -315,8 +343,7 @@ class HFPolicy:
         with _inference(self.model, seed), timing.phase("generation", self.desc):
             for i in tqdm(starts, desc=self.desc, disable=not self.progress):
                 enc = self.encode(prompts[i : i + self.batch_size])
-                ids = self.model.generate(**self.generate_inputs(enc), **kwargs)
-                gen = ids[:, enc["input_ids"].shape[1] :]
+                gen = self._generate(enc, kwargs)
                 texts = self.processor.batch_decode(gen, skip_special_tokens=True)
                 rows = [
                     self._completion(t, trim_generated(g.tolist(), eos), placeholders, first_eos)

@@ -338,6 +338,16 @@ class _Engine:
         self.world = accelerator.num_processes
         self.rank = accelerator.process_index
         self.state = _EngineState()
+        from guirl.models.image_cache import VisionCache, cached_processor
+
+        # the screenshots the rollouts encoded are read back from the process-wide store, and the frozen
+        # reference model encodes each distinct screenshot once (identical tensors: guirl.models.image_cache)
+        self._encoder = cached_processor(processor, shared=True)
+        self._ref_vision = (
+            VisionCache(ref_model)
+            if ref_model is not None and self._encoder is not processor and VisionCache.supports(ref_model)
+            else None
+        )
 
     # ---- distributed helpers
     def _sum(self, values: Sequence[float]) -> list[float]:
@@ -447,23 +457,33 @@ class _Engine:
         mb = self.rl.micro_batch_size
         return [[mini[j : j + mb] for j in range(0, len(mini), mb)] for mini in minis]
 
-    def _encode(self, micro: Sequence[Sample]) -> dict[str, torch.Tensor]:
+    def _encode(self, micro: Sequence[Sample]) -> tuple[dict[str, torch.Tensor], list[Any] | None]:
+        """The forward inputs of a micro-batch and its images' content keys (``None`` without the
+        processor cache)."""
         from guirl.rl.logprobs import encode_samples
 
         with timing.phase("images", "rl update batches"):
-            return encode_samples(
-                self.processor, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
+            batch = encode_samples(
+                self._encoder, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
             )
+        return batch, getattr(getattr(self._encoder, "image_processor", None), "last_keys", None)
 
-    def _logprobs(self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False):
+    def _logprobs(
+        self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False, image_features: Any = None
+    ):
         from guirl.rl.logprobs import completion_logprobs
 
-        return completion_logprobs(model, batch, temperature=self.rl.temperature, with_entropy=with_entropy)
+        return completion_logprobs(
+            model, batch, temperature=self.rl.temperature, with_entropy=with_entropy, image_features=image_features
+        )
 
-    def _ref_logprobs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def _ref_logprobs(self, batch: Mapping[str, torch.Tensor], keys: list[Any] | None = None) -> torch.Tensor:
         with torch.no_grad():
             if self.ref_model is not None:
-                return self._logprobs(self.ref_model, batch)[0]
+                feats = None
+                if self._ref_vision is not None and keys is not None and "pixel_values" in batch:
+                    feats = self._ref_vision.encoder_outputs(batch["pixel_values"], batch["image_grid_thw"], keys)
+                return self._logprobs(self.ref_model, batch, image_features=feats)[0]
             unwrapped = self.acc.unwrap_model(self.model)
             with unwrapped.disable_adapter():
                 return self._logprobs(self.model, batch)[0]
@@ -481,18 +501,21 @@ class _Engine:
         self.model.train()
         # reference (and, with several updates per batch, old) log-probs before any update
         pre: dict[int, dict[str, torch.Tensor]] = {}
+        encoded: dict[int, dict[str, torch.Tensor]] = {}  # each micro-batch is encoded once per step
         need_old = rl.mini_batches > 1
         ref_s = old_s = 0.0
         for mini in minis:
             for micro in mini:
-                t0 = time.perf_counter()
-                batch = self._encode(micro)
-                enc_s = time.perf_counter() - t0
                 extra: dict[str, torch.Tensor] = {}
+                if rl.beta > 0 or need_old:
+                    t0 = time.perf_counter()
+                    batch, keys = self._encode(micro)
+                    encoded[id(micro)] = batch
+                    enc_s = time.perf_counter() - t0
                 if rl.beta > 0:
                     t0 = time.perf_counter()
                     with timing.phase("training", "rl reference log-probs"):
-                        extra["ref"] = self._ref_logprobs(batch)
+                        extra["ref"] = self._ref_logprobs(batch, keys)
                     ref_s += time.perf_counter() - t0 + enc_s
                 if need_old:
                     t0 = time.perf_counter()
@@ -512,7 +535,9 @@ class _Engine:
             for i in range(n_micro):
                 dummy = i >= len(mini)
                 micro = [spare] if dummy else mini[i]
-                batch = self._encode(micro)
+                batch = encoded.pop(id(micro), None) if not dummy else None
+                if batch is None:
+                    batch = self._encode(micro)[0]
                 logp, ent = self._logprobs(self.model, batch, with_entropy=True)
                 last = i == n_micro - 1
                 # DeepSpeed reads the accumulation boundary from accelerate's sync flag (what
