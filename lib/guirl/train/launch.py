@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -284,9 +285,11 @@ def simple_launch(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[list[str]
 
     at = list(cmd).index("accelerate.commands.launch")
     args = launch_command_parser().parse_args(list(cmd)[at + 1 :])
+    quiet = logging.getLogger("accelerate.commands.launch")  # its "defaults were used" notice, once per stage
     with _environ_lock:  # accelerate reads os.environ: show it ``env`` for the call
-        saved = dict(os.environ)
+        saved, level = dict(os.environ), quiet.level
         try:
+            quiet.setLevel(logging.ERROR)
             os.environ.clear()
             os.environ.update(env)
             args, _, _ = _validate_launch_command(args)
@@ -294,6 +297,7 @@ def simple_launch(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[list[str]
         finally:
             os.environ.clear()
             os.environ.update(saved)
+            quiet.setLevel(level)
     return child, dict(child_env)
 
 
