@@ -282,6 +282,10 @@ def train(
             peft_config=peft,
             callbacks=[_mark_complete(before), *([share] if share is not None else [])],
         )
+    if hasattr(trainer.data_collator, "processor"):  # the same pixel values, through a lookup table
+        from guirl.models.image_cache import fast_processor
+
+        trainer.data_collator.processor = fast_processor(trainer.data_collator.processor)
     trainer.data_collator = _timed_collator(trainer.data_collator)
     threads = torch.get_num_threads()
     t0 = time.perf_counter()
