@@ -43,7 +43,7 @@ SETUP_DEPS  := requirements/cpu.txt requirements/constraints.txt pyproject.toml
 NOTEBOOKS   := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: help setup lint format test test-fast reproduce lab clean distclean list-notebooks bench bench-env bench-gpu tiny-model $(NB_TARGETS)
+.PHONY: help setup lint format test test-fast reproduce profile lab clean distclean list-notebooks bench bench-env bench-gpu tiny-model $(NB_TARGETS)
 
 help: ## list the targets
 	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [SLURM=1|NAME] [ARGS='runner arguments']"
@@ -91,6 +91,11 @@ ifeq ($(call _on,$(SLURM)),)
 else
 	@echo "when the jobs have finished: $(PY) -m guirl.papers index --profile $(PROFILE)"
 endif
+
+# PROFILE_TOP: how many items the last table lists
+PROFILE_TOP ?= 20
+profile: setup ## where the time of the notebooks' last runs went: seconds per notebook and category, then the top items (runs/<profile>/*.timing.json)
+	$(PY) -m guirl.breakdown --profile $(PROFILE) --top $(PROFILE_TOP)
 
 # A notebook and, first, the stale notebooks it reads (its metadata.guirl.reads), like make itself.
 $(NB_TARGETS): nb-%: notebooks/%.ipynb setup

@@ -35,7 +35,7 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib" / "guirl"
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-BASE = {"paths", "geometry", "imaging", "textmatch", "configbase", "contenthash"}
+BASE = {"paths", "geometry", "imaging", "textmatch", "configbase", "contenthash", "timing"}
 KERNELS = {
     "actions",
     "matching",

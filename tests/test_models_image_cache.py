@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from guirl.models import build_tiny_model, load_processor
-from guirl.models.image_cache import CachedImageProcessor, cached_processor, image_key
+from guirl.models.image_cache import CachedImageProcessor, ImageStore, cached_processor, image_key, shared_store
 
 MIN_PX, MAX_PX = 3136, 141120  # tiny profile pixel budget
 
@@ -147,3 +147,72 @@ def test_anything_else_goes_to_the_processor(images: Any, kwargs: dict[str, Any]
 def test_rejects_negative_bound() -> None:
     with pytest.raises(ValueError, match="max_bytes must be >= 0"):
         CachedImageProcessor(Recorder(), max_bytes=-1)
+
+
+def test_shared_store_serves_every_wrapper_of_the_same_settings(processor: Any, session_cache: Path) -> None:
+    """Two policies' processors (shared=True) encode a screen once between them; a processor with
+    other settings never reads those rows."""
+    a = cached_processor(processor, shared=True).image_processor
+    b = cached_processor(processor, shared=True).image_processor
+    assert a is not b and a._store is b._store is shared_store()
+    im = screen(41)
+    a([im], return_tensors="pt")
+    assert_same(b([im], return_tensors="pt"), processor.image_processor([im], return_tensors="pt"))
+    assert (a.misses, b.hits, b.misses) == (1, 1, 0)
+    other = load_processor(
+        build_tiny_model(session_cache / "models", seed=0), min_pixels=MIN_PX, max_pixels=MAX_PX // 4
+    )
+    c = cached_processor(other, shared=True).image_processor
+    assert_same(c([im], return_tensors="pt"), other.image_processor([im], return_tensors="pt"))
+    assert c.misses == 1  # another pixel budget: its own rows
+    assert b.last_keys == [image_key(im)]
+
+
+def test_image_store_bound_and_order() -> None:
+    store = ImageStore(max_bytes=10)
+    store.put(("a",), "A", 4)
+    store.put(("b",), "B", 4)
+    assert store.get(("a",)) == "A"  # a is now the most recent
+    store.put(("c",), "C", 4)  # 12 > 10: the least recent (b) goes
+    assert store.get(("b",)) is None and store.get(("a",)) == "A" and len(store) == 2
+    store.put(("d",), "D", 11)  # larger than the bound: not kept
+    assert store.get(("d",)) is None and store.nbytes == 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fast_processor_gives_the_processors_bytes(processor: Any, seed: int, session_cache: Path) -> None:
+    """MiniGUI-size screens (no resize) through the lookup table: the processor's exact tensors;
+    anything else (a size the processor resizes, another mode) is the processor's own call."""
+    from guirl.models.image_cache import FastImageProcessor, fast_processor
+
+    fast = FastImageProcessor(processor.image_processor)
+    rng = np.random.default_rng(seed)
+    screens = [screen(int(s)) for s in rng.integers(0, 1000, size=3)]
+    for images in ([screens[0]], [screens[:2], screens[2:]], [[screen(7, (280, 504))], [screens[1]]]):
+        assert_same(fast(images, return_tensors="pt"), processor.image_processor(images, return_tensors="pt"))
+    for other in ([screen(4, (100, 60))], [screen(5).convert("L")], [screen(6, (600, 900))]):
+        assert_same(fast(other, return_tensors="pt"), processor.image_processor(other, return_tensors="pt"))
+    assert fast._enabled
+    full = fast_processor(processor)
+    text = ["<|vision_start|><|image_pad|><|vision_end|> a", "<|vision_start|><|image_pad|><|vision_end|> b"]
+    kw = dict(return_tensors="pt", padding=True, padding_side="right")
+    assert_same(
+        full(text=text, images=[[screens[0]], [screens[1]]], **kw),
+        processor(text=text, images=[[screens[0]], [screens[1]]], **kw),
+    )
+    assert processor.image_processor is not full.image_processor and fast_processor(full) is full
+
+
+def test_fast_processor_turns_itself_off_when_it_would_differ(processor: Any) -> None:
+    from guirl.models.image_cache import FastImageProcessor
+
+    fast = FastImageProcessor(processor.image_processor)
+    fast._table()
+    fast._lut[0, 10] += 1e-3  # a wrong table: the first check against the processor catches it
+    im = screen(8)
+    arr = np.asarray(im).copy()
+    arr[0, 0, 0] = 10
+    im = Image.fromarray(arr)
+    with pytest.warns(UserWarning, match="differs from Qwen2VLImageProcessorPil"):
+        got = fast([im], return_tensors="pt")
+    assert_same(got, processor.image_processor([im], return_tensors="pt")) and not fast._enabled

@@ -267,6 +267,93 @@ def test_hf_policy_image_cache_changes_nothing(tiny_model, minigui12: Path) -> N
     assert plain._encoder is processor  # 0 bytes: no cache
 
 
+@pytest.mark.parametrize("n_history", [1, 3])
+def test_hf_policy_vision_cache_changes_nothing(tiny_model, minigui12: Path, n_history: int) -> None:
+    """Each screen's vision tokens are computed once and passed to ``generate``: the same greedy and
+    seeded sampled completions as encoding every batch's pixels, and the same tokens as the tower
+    on the whole batch."""
+    import torch
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 10, PromptSpec(n_history=n_history, history_mode="nAO"))
+    cached = HFPolicy(model, processor, max_new_tokens=8, batch_size=4)
+    plain = HFPolicy(model, processor, max_new_tokens=8, batch_size=4, image_cache_bytes=0)
+    assert cached._vision is not None and plain._vision is None
+    assert cached.complete(prompts) == plain.complete(prompts)
+    sampled = dict(n=2, do_sample=True, temperature=1.0, seed=3)
+    assert cached.complete(prompts, **sampled) == plain.complete(prompts, **sampled)
+    assert cached._vision.hits > 0 and cached._vision.misses < cached._vision.hits
+    enc = cached.encode(prompts[4:8])
+    got = cached.generate_inputs(enc)["mm_encoder_outputs"]["image"].pooler_output
+    with torch.no_grad():
+        want = model.model.get_image_features(enc["pixel_values"], enc["image_grid_thw"], return_dict=True)
+    assert len(got) == len(want.pooler_output) and all(torch.equal(a, b) for a, b in zip(got, want.pooler_output))
+
+
+def test_hf_policy_vision_cache_follows_the_weights(tiny_model, minigui12: Path) -> None:
+    """A policy being trained: after an in-place update of the vision tower the cached tokens are
+    dropped, and the completions are those of the updated model."""
+    import torch
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 4)
+    pol = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+    pol.complete(prompts)
+    misses = pol._vision.misses
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            for p in model.model.visual.parameters():
+                p.mul_(1.5)  # what an optimizer step does: an in-place change
+        after = pol.complete(prompts)
+        assert pol._vision.misses == 2 * misses  # every screen encoded again
+        assert after == HFPolicy(model, processor, max_new_tokens=6, batch_size=2, image_cache_bytes=0).complete(
+            prompts
+        )
+    finally:
+        model.load_state_dict(saved)
+
+
+def test_generation_cache_reuses_exactly_the_same_greedy_call(
+    tiny_model, minigui12: Path, tmp_path, monkeypatch
+) -> None:
+    """A second policy on the same weights and prompts reads the stored ids (no generate call) and
+    answers the same; changed weights, other prompts or other keywords miss; sampling is never stored."""
+    import torch
+
+    from guirl.rollout.generation_cache import CACHE_ENV
+
+    model, processor = tiny_model
+    prompts = prompts_of(minigui12, 5)
+    plain = HFPolicy(model, processor, max_new_tokens=6, batch_size=2).complete(prompts)
+    assert not list(tmp_path.rglob("*.json"))  # no folder named: nothing stored
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    first = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+    assert first.complete(prompts) == plain and first._generations.misses == 3
+    assert len(list(tmp_path.rglob("*.json"))) == 3  # one entry per batch
+    calls = []
+    real = model.generate
+    monkeypatch.setattr(model, "generate", lambda **kw: calls.append(1) or real(**kw))
+    again = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+    assert again.complete(prompts) == plain and calls == [] and again._generations.hits == 3
+    HFPolicy(model, processor, max_new_tokens=5, batch_size=2).complete(prompts)  # other keywords
+    HFPolicy(model, processor, max_new_tokens=6, batch_size=3).complete(prompts)  # other batches
+    assert len(calls) == 3 + 2  # 3 batches of 2, 2 batches of 3
+    HFPolicy(model, processor, max_new_tokens=6, batch_size=2).complete(prompts, n=2, do_sample=True, seed=1)
+    assert len(calls) == 5 + 3 and len(list(tmp_path.rglob("*.json"))) == 3 + 3 + 2  # sampling: not stored
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(1.5)
+        changed = HFPolicy(model, processor, max_new_tokens=6, batch_size=2)
+        assert changed.complete(prompts) == HFPolicy(
+            model, processor, max_new_tokens=6, batch_size=2, generation_cache=False
+        ).complete(prompts)
+        assert changed._generations.hits == 0  # other weights: generated again
+    finally:
+        model.load_state_dict(saved)
+
+
 @pytest.mark.parametrize("kw", [{"max_new_tokens": 0, "batch_size": 1}, {"max_new_tokens": 4, "batch_size": 0}])
 def test_hf_policy_rejects_bad_budgets(kw) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):

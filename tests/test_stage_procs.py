@@ -33,7 +33,9 @@ STAGE = textwrap.dedent(
     """
 )
 
-# run_stage in a process of its own, with the stand-in stage instead of accelerate launch
+# run_stage in a process of its own, with the stand-in stage instead of accelerate launch (the
+# launcher "accelerate") or instead of the process accelerate launch would start ("subprocess":
+# the direct start of a single-process CPU stage)
 LAUNCHER = textwrap.dedent(
     """
     import sys
@@ -41,10 +43,13 @@ LAUNCHER = textwrap.dedent(
     from guirl.config import load_config
     from guirl.train import launch
 
-    stage = sys.argv[1]
+    stage, launcher = sys.argv[1], sys.argv[3]
     launch.accelerate_command = lambda st, c: [sys.executable, "-c", open(stage).read(), str(st.output_dir)]
+    launch.simple_launch = lambda cmd, env: (list(cmd), dict(env))
     out = Path(sys.argv[2])
-    st = launch.Stage("sft", launch.SFT_ENTRY, load_config("tiny"), {"data": out.parent}, out.parent, out)
+    cfg = load_config("tiny", overrides=[f"runtime.stage_launcher={launcher}"])
+    st = launch.Stage("sft", launch.SFT_ENTRY, cfg, {"data": out.parent}, out.parent, out)
+    assert launch.launch_mode(st) == {"accelerate": launch.ACCELERATE, "subprocess": launch.DIRECT}[launcher]
     launch.run_stage(st, echo=False)
     """
 )
@@ -76,13 +81,13 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] != "Z"
 
 
-def _start_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path, list[int]]:
-    """A process running ``run_stage`` on ``tmp_path/stage``; returns it, the stage folder and
-    every pid of the stage (its process group) once the trainer is up."""
+def _start_launcher(tmp_path: Path, launcher: str = "accelerate") -> tuple[subprocess.Popen, Path, list[int]]:
+    """A process running ``run_stage`` on ``tmp_path/stage`` (``runtime.stage_launcher``: ``launcher``);
+    returns it, the stage folder and every pid of the stage (its process group) once the trainer is up."""
     (tmp_path / "stage.py").write_text(STAGE)
     out = tmp_path / "stage"
     proc = subprocess.Popen(
-        [PYTHON, "-c", LAUNCHER, str(tmp_path / "stage.py"), str(out)],
+        [PYTHON, "-c", LAUNCHER, str(tmp_path / "stage.py"), str(out), launcher],
         env=runner_env(),
         start_new_session=True,  # not in the test's process group
         preexec_fn=_interruptible,
@@ -101,9 +106,10 @@ def _interruptible() -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("launcher", ["accelerate", "subprocess"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-def test_a_killed_caller_leaves_no_stage_process(tmp_path, sig):
-    proc, _, members = _start_launcher(tmp_path)
+def test_a_killed_caller_leaves_no_stage_process(tmp_path, sig, launcher):
+    proc, _, members = _start_launcher(tmp_path, launcher)
     os.kill(proc.pid, sig)
     proc.wait(timeout=60)
     assert _gone(members) == [], f"left running after {sig.name} to the caller: {members}"
@@ -193,7 +199,8 @@ NOTEBOOK_BODY = [
     "from pathlib import Path\n"
     "from guirl.config import load_run_config\n"
     "from guirl.train import launch\n"
-    "cfg = load_run_config(profile, experiment, overrides, config_path)",
+    "cfg = load_run_config(profile, experiment, overrides, config_path)\n"
+    "cfg = cfg.replace({'runtime.stage_launcher': 'accelerate'})  # the stand-in replaces accelerate launch",
     "launch.accelerate_command = lambda st, c: [sys.executable, '-c', open(stage).read(), str(st.output_dir)]\n"
     "st = launch.Stage('sft', launch.SFT_ENTRY, cfg, {'data': Path(out).parent}, Path(out).parent, Path(out))\n"
     "launch.run_stage(st, echo=False)",

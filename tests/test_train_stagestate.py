@@ -168,7 +168,8 @@ def _stage(tmp_path: Path, overrides=()):
     if not data.is_dir():
         _folder(data, {"episodes.jsonl": "{}\n"})
         _folder(base, {"config.json": "{}"})
-    cfg = load_config("tiny", overrides=list(overrides))
+    # started as a subprocess (replaced by _fake_stage), never in this process
+    cfg = load_config("tiny", overrides=["runtime.stage_launcher=subprocess", *overrides])
     return stage_of(cfg, "sft", data_dir=data, base_model=base, output_dir=tmp_path / "runs" / "sft")
 
 

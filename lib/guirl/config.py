@@ -516,6 +516,11 @@ class RuntimeConfig(_Section):
     # with runtime.threads threads (null: this machine's cores / parallel_stages, a longer stage taking over a shorter
     # one's cores at its planned last step); the thread count changes float order, hence the weights (docs/stack.md)
     parallel_stages: int = Field(default=1, ge=1, le=cb.MAX_THREADS)
+    # how a training stage of one CPU process without DeepSpeed starts (guirl.train.launch; each gives the same weights
+    # byte for byte, tests/test_train_launch.py). auto: alone, inside the calling process (a notebook's kernel: no
+    # interpreter start-up and imports per stage), side by side, as the subprocess `accelerate launch` would start;
+    # subprocess: always that subprocess; accelerate: through `accelerate launch` (as every multi-process or DeepSpeed stage)
+    stage_launcher: Literal["auto", "subprocess", "accelerate"] = "auto"
     accelerate_config: str
     deepspeed_config: str | None = None
     num_processes: int = Field(ge=1, le=cb.MAX_PROCESSES)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from guirl import timing
 from guirl.config import Config
 from guirl.metrics.paired import check_resolved_claims
 from guirl.paths import figures_dir, repo_root
@@ -369,6 +370,10 @@ class Report:
     ) -> dict[str, Path]:
         """Write ``<name>.csv``, ``<name>.md`` (``floatfmt`` digits), optionally ``<name>.tex``,
         and the sidecar with the full-precision records. Returns the paths by suffix."""
+        with timing.phase("io", "report"):
+            return self._table(name, df, caption, latex, floatfmt)
+
+    def _table(self, name: str, df: pd.DataFrame, caption: str, latex: bool, floatfmt: str) -> dict[str, Path]:
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"table {name!r}: expected a pandas DataFrame, got {type(df).__name__}")
         check_resolved_claims(df, table=f"{self.notebook}/{name}")  # "resolved" only where the interval excludes 0
@@ -391,6 +396,10 @@ class Report:
     ) -> dict[str, Path]:
         """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` with the numbers it
         plots (``data``) in the sidecar. The figure stays open (a notebook can display it)."""
+        with timing.phase("io", "report"):
+            return self._figure(name, fig, data, caption, dpi)
+
+    def _figure(self, name: str, fig: Any, data: Mapping[str, Any] | None, caption: str, dpi: int) -> dict[str, Path]:
         _select_backend()
         if not hasattr(fig, "savefig"):
             raise TypeError(f"figure {name!r}: expected a matplotlib Figure, got {type(fig).__name__}")

@@ -21,7 +21,11 @@ For each notebook the runner
    ``-p NAME VALUE`` for the notebook's own parameters (never a config key);
 3. writes the executed copy to ``runs/<profile>/<notebook>.ipynb`` (never over the source),
    and after a successful run the stamp ``runs/<profile>/<notebook>.stamp.json``
-   (:mod:`guirl.dag`), and prints the wall time.
+   (:mod:`guirl.dag`), and prints the wall time;
+4. writes the run's time breakdown ``runs/<profile>/<notebook>.timing.json`` (also after a
+   failure): seconds by category (training, generation, images, I/O, stage start-up, ...) that
+   the kernel and its training subprocesses measured (:mod:`guirl.timing`);
+   ``python -m guirl.breakdown`` (``make profile``) prints the top items over all notebooks.
 
 While a notebook runs, ``runs/<profile>/<notebook>.lock`` holds the runner's pid: a second run
 of the same notebook and profile is refused with a one-line error naming it (exit 2). SIGTERM
@@ -50,17 +54,21 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
+import json
+import os
+import shutil
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guirl import dag
+from guirl import dag, timing
 from guirl.config import (
     Config,
     ConfigError,
@@ -93,10 +101,15 @@ __all__ = [
     "run_dag",
     "DagStopped",
     "current_fingerprint",
+    "timing_path",
     "main",
 ]
 
 KERNEL_NAME = "guirl"
+#: Suffix of a run's time breakdown beside its executed copy (``runs/<profile>/<notebook>.timing.json``).
+TIMING_SUFFIX = ".timing.json"
+#: Folder under ``runs/<profile>/`` of the greedy generations every notebook reuses (guirl.rollout.generation_cache).
+GENERATION_CACHE = "generation_cache"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
@@ -389,6 +402,50 @@ def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:
     )
 
 
+def timing_path(plan: RunPlan) -> Path:
+    """``runs/<profile>/<notebook>.timing.json``: the run's time breakdown (:func:`guirl.timing.breakdown`)."""
+    return plan.output.with_suffix(TIMING_SUFFIX)
+
+
+@contextlib.contextmanager
+def _timed(plan: RunPlan) -> Iterator[Callable[[], float]]:
+    """Run the block with :data:`guirl.timing.DIR_ENV` pointing at a fresh folder beside the executed
+    copy, :data:`guirl.timing.LABEL_ENV` = ``kernel`` and the generation cache
+    (:data:`guirl.rollout.generation_cache.CACHE_ENV`, unless set already) at
+    ``runs/<profile>/generation_cache`` (the notebook's kernel and its training subprocesses
+    inherit them), then write :func:`timing_path` from the processes' files, also when the notebook
+    failed, and delete the folder. Yields a function returning the block's seconds."""
+    from guirl.rollout.generation_cache import CACHE_ENV
+
+    folder = plan.output.with_suffix(".timing.d")
+    shutil.rmtree(folder, ignore_errors=True)
+    saved = {var: os.environ.get(var) for var in (timing.DIR_ENV, timing.LABEL_ENV, CACHE_ENV)}
+    os.environ[timing.DIR_ENV] = str(folder)
+    os.environ[timing.LABEL_ENV] = "kernel"
+    os.environ.setdefault(CACHE_ENV, str(plan.output.parent / GENERATION_CACHE))
+    start = time.perf_counter()
+    wall: list[float] = []
+
+    def elapsed() -> float:
+        return wall[0] if wall else time.perf_counter() - start
+
+    try:
+        yield elapsed
+    finally:
+        wall.append(time.perf_counter() - start)
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        report = timing.breakdown(timing.read_folder(folder) if folder.is_dir() else [], wall[0])
+        report = {"notebook": plan.stem, "profile": plan.config.profile, **report}
+        tmp = timing_path(plan).with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1))
+        tmp.replace(timing_path(plan))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def execute(
     plan: RunPlan,
     *,
@@ -414,9 +471,10 @@ def execute(
     try:
         plan.stamp_path.unlink(missing_ok=True)
         plan.config.save(plan.config_path, header=_header(plan))
-        start, started = time.perf_counter(), time.time() - 1.0  # a second of slack for coarse mtimes
-        (engine or _papermill)(plan, kernel_name=kernel_name, log_output=log_output)
-        wall = time.perf_counter() - start
+        started = time.time() - 1.0  # a second of slack for coarse mtimes
+        with _timed(plan) as elapsed:
+            (engine or _papermill)(plan, kernel_name=kernel_name, log_output=log_output)
+        wall = elapsed()
         figures = figures_dir(plan.config.profile)
         outputs = dag.written_since(figures / plan.stem, started, figures)
         runs = runs_dir(plan.config.profile)

@@ -120,13 +120,17 @@ def completion_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     forward_keys: Sequence[str] = FORWARD_KEYS,
+    image_features: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(B, C)`` log-probabilities of ``batch["completion_ids"]`` (and entropies) under ``model``.
 
     Gradients flow when called outside ``torch.no_grad``. Padding positions hold the values of the
     pad token: mask them with ``batch["completion_mask"]``. ``forward_keys`` selects the batch
     entries passed to the model (the default passes every multimodal field; tests drop
-    ``mm_token_type_ids`` to show the mrope pitfall).
+    ``mm_token_type_ids`` to show the mrope pitfall). ``image_features``: the vision tower's
+    output for the batch's images, computed beforehand (a frozen model's
+    :class:`guirl.models.image_cache.VisionCache`): passed as ``mm_encoder_outputs`` instead of
+    ``pixel_values``.
     """
     from trl.trainer.utils import selective_log_softmax_and_entropy
 
@@ -135,6 +139,9 @@ def completion_logprobs(
     comp = batch["completion_ids"]
     c_len = comp.shape[1]
     inputs = {k: batch[k] for k in forward_keys if k in batch}
+    if image_features is not None:
+        inputs.pop("pixel_values", None)
+        inputs["mm_encoder_outputs"] = {"image": image_features}
     out = model(**inputs, logits_to_keep=c_len + 1, use_cache=False)
     logits = out.logits[:, :-1, :]  # position t predicts token t + 1: the last C positions before the end
     if temperature != 1.0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from guirl import timing
 from guirl.actions.formats import get_format
 from guirl.prompts import PromptSpec, format_context
 from guirl.rollout.agents import Agent, Turn, as_agent
@@ -94,8 +95,9 @@ def play_online(
     ctx = format_context((width, height), min_pixels, max_pixels)
     envs, obs, hist, recs = [], [], [], []
     for task in tasks:
-        env = MiniGUIEnv(width=width, height=height, render=True, max_steps=max_turns)
-        o, _ = env.reset(options={"task": task})
+        with timing.phase("env", "online"):
+            env = MiniGUIEnv(width=width, height=height, render=True, max_steps=max_turns)
+            o, _ = env.reset(options={"task": task})
         envs.append(env)
         obs.append(o)
         hist.append([])
@@ -149,7 +151,8 @@ def play_online(
             a = parsed.action
             r["actions"].append(a.to_dict())
             hist[i].append((fmt.format(a, ctx) if fmt.can_format(a) else text, obs[i]["screenshot"]))
-            o, _, terminated, truncated, info = envs[i].step(a)
+            with timing.phase("env", "online"):
+                o, _, terminated, truncated, info = envs[i].step(a)
             obs[i] = o
             r["trace"].append(
                 {"screen": screen, "parsed": True, "effect": info.get("effect"), "invalid": info.get("invalid")}

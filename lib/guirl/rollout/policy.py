@@ -23,6 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from guirl import timing
+
 #: ``(messages, images)``: chat messages with image placeholders and the images in their order.
 Prompt = tuple[list[dict[str, Any]], list[Any]]
 
@@ -182,9 +184,13 @@ class HFPolicy:
     ``generation_kwargs``.
 
     Images are encoded through :func:`guirl.models.image_cache.cached_processor` (a copy of
-    ``processor`` that processes each distinct screenshot once, bounded by ``image_cache_bytes``;
-    the tensors are identical to the processor's own), since evaluation and rollouts show the same
-    screen in several steps' histories.
+    ``processor`` that processes each distinct screenshot once, in the process-wide store shared by
+    every policy and RL update; the tensors are identical to the processor's own), since
+    evaluation and rollouts show the same screen in several steps' histories, and several models
+    are evaluated on the same steps. For the same reason the vision tower's output of each distinct
+    screenshot is computed once while the model's vision weights are unchanged
+    (:class:`guirl.models.image_cache.VisionCache`, passed to ``generate`` as its
+    ``mm_encoder_outputs``; the completions are identical, ``tests/test_rollout.py``).
 
     Generation runs in eval mode under ``torch.no_grad()``; the model's training flag is
     restored afterwards, so the same object serves a policy being trained and a frozen
@@ -199,8 +205,14 @@ class HFPolicy:
         batch_size: prompts per ``generate`` call (``n`` sequences each when sampling).
         progress: show a tqdm bar over batches, labelled ``desc``.
         generation_kwargs: extra ``generate`` keywords (e.g. ``repetition_penalty``).
-        image_cache_bytes: memory bound of the processed-image cache, in bytes (0: no cache; ``None``:
-            :data:`guirl.models.image_cache.DEFAULT_CACHE_BYTES`).
+        image_cache_bytes: 0: no image processor cache and no vision cache; ``None`` (default):
+            both (the processor's rows in the shared store, bounded by
+            :data:`guirl.models.image_cache.DEFAULT_CACHE_BYTES`); another number: the bound in
+            bytes of a processor cache of this policy's own, and the vision cache.
+        vision_cache: false: no vision cache (the tower encodes every batch's pixels).
+        generation_cache: keep greedy batches' generated ids on disk and reuse them for the same
+            call (:mod:`guirl.rollout.generation_cache`); ``None`` (default): when the environment
+            names a folder (the runner does, for notebooks), ``False``: never.
     """
 
     def __init__(
@@ -214,6 +226,8 @@ class HFPolicy:
         desc: str = "generate",
         generation_kwargs: Mapping[str, Any] | None = None,
         image_cache_bytes: int | None = None,
+        vision_cache: bool = True,
+        generation_cache: bool | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -226,23 +240,70 @@ class HFPolicy:
         self.progress = progress
         self.desc = desc
         self.generation_kwargs = dict(generation_kwargs or {})
-        from guirl.models.image_cache import DEFAULT_CACHE_BYTES, cached_processor
+        from guirl.models.image_cache import DEFAULT_CACHE_BYTES, VisionCache, cached_processor
 
-        cache = DEFAULT_CACHE_BYTES if image_cache_bytes is None else image_cache_bytes
-        self._encoder = cached_processor(processor, cache) if cache > 0 else processor
+        if image_cache_bytes is None:
+            self._encoder = cached_processor(processor, DEFAULT_CACHE_BYTES, shared=True)
+        elif image_cache_bytes > 0:
+            self._encoder = cached_processor(processor, image_cache_bytes)
+        else:
+            self._encoder = processor
+        cached = self._encoder is not processor and hasattr(self._encoder, "image_processor")
+        self._vision = VisionCache(model) if vision_cache and cached and VisionCache.supports(model) else None
+        from guirl.rollout.generation_cache import from_env
+
+        self._generations = from_env(model) if generation_cache is not False else None
 
     def __repr__(self) -> str:
         return (
             f"HFPolicy({type(self.model).__name__}, max_new_tokens={self.max_new_tokens}, batch_size={self.batch_size})"
         )
 
+    def _image_keys(self) -> list[tuple[Any, ...]] | None:
+        """The content keys of the last :meth:`encode` batch's images, with the image processor's
+        settings (``None`` without the processor cache)."""
+        inner = getattr(self._encoder, "image_processor", None)
+        keys = getattr(inner, "last_keys", None)
+        return None if keys is None else [(inner._config, *key) for key in keys]
+
+    def generate_inputs(self, enc: Any) -> dict[str, Any]:
+        """``generate``'s keyword arguments for an :meth:`encode` batch: the batch itself, or, with
+        the vision cache, the batch less ``pixel_values`` plus the images' ``mm_encoder_outputs``
+        (the same tokens the model would compute from the pixels)."""
+        keys = self._image_keys()
+        if self._vision is None or "pixel_values" not in enc or keys is None:
+            return dict(enc)
+        inputs = {k: v for k, v in enc.items() if k != "pixel_values"}
+        image = self._vision.encoder_outputs(enc["pixel_values"], enc["image_grid_thw"], keys)
+        return {**inputs, "mm_encoder_outputs": {"image": image}}
+
+    def _generate(self, enc: Any, kwargs: dict[str, Any]) -> Any:
+        """The generated ids of one batch (``(B, new)``, after the prompt), from the generation
+        cache when this greedy call was made before."""
+        import torch
+
+        cache = self._generations if not kwargs.get("do_sample") else None
+        key = cache.key(enc, self._image_keys(), kwargs) if cache is not None else None
+        if key is not None:
+            got = cache.get(key)
+            if got is not None:
+                return torch.tensor(got, dtype=enc["input_ids"].dtype)
+        ids = self.model.generate(**self.generate_inputs(enc), **kwargs)
+        gen = ids[:, enc["input_ids"].shape[1] :]
+        if key is not None:
+            cache.put(key, gen.tolist())
+        return gen
+
     def encode(self, prompts: Sequence[Prompt]) -> Any:
         """The processor's left-padded batch (``input_ids``, ``attention_mask``, ``pixel_values``,
         ``image_grid_thw``, ...) for ``prompts``, on the model's device."""
-        texts = [self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts]
-        images = [[open_image(x) for x in ims] for _, ims in prompts]
-        enc = self._encoder(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
-        return enc.to(self.model.device)
+        with timing.phase("images", "prompts"):
+            texts = [
+                self.processor.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in prompts
+            ]
+            images = [[open_image(x) for x in ims] for _, ims in prompts]
+            enc = self._encoder(text=texts, images=images, return_tensors="pt", padding=True, padding_side="left")
+            return enc.to(self.model.device)
 
     def _completion(self, text: str, ids: tuple[int, ...], placeholders: set[int], eos_id: int | None) -> Completion:
         """A completion ending at a generated placeholder (:func:`end_at_placeholder`), its text
@@ -279,11 +340,10 @@ class HFPolicy:
         placeholders = _placeholder_ids(self.model)
         out: list[list[Completion]] = []
         starts = range(0, len(prompts), self.batch_size)
-        with _inference(self.model, seed):
+        with _inference(self.model, seed), timing.phase("generation", self.desc):
             for i in tqdm(starts, desc=self.desc, disable=not self.progress):
                 enc = self.encode(prompts[i : i + self.batch_size])
-                ids = self.model.generate(**enc, **kwargs)
-                gen = ids[:, enc["input_ids"].shape[1] :]
+                gen = self._generate(enc, kwargs)
                 texts = self.processor.batch_decode(gen, skip_special_tokens=True)
                 rows = [
                     self._completion(t, trim_generated(g.tolist(), eos), placeholders, first_eos)

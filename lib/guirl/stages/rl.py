@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from guirl import timing
 from guirl.config import load_config
 
 if TYPE_CHECKING:
@@ -54,10 +55,12 @@ def hooks_for(cfg: Config, data_dir: Path, inputs: dict[str, Path] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, load the resolved config, build the hooks and train; exit status 0."""
-    from guirl.configbase import record_reads
-    from guirl.rollout import HFPolicy
-    from guirl.train.rl import train_rl
-    from guirl.train.stagestate import write_reads
+    timing.launched()
+    with timing.phase("startup", "imports"):
+        from guirl.configbase import record_reads
+        from guirl.rollout import HFPolicy
+        from guirl.train.rl import train_rl
+        from guirl.train.stagestate import write_reads
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
@@ -69,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     cfg = load_config(a.config)
     reads = record_reads(cfg)  # the keys the stage reads: its fingerprint is checked against them
-    hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
+    with timing.phase("data", "rl hooks"):
+        hooks = hooks_for(cfg, a.data_dir, parse_inputs(a.input))
     rl = cfg.rl
 
     def make_policy(model, processor):

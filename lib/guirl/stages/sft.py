@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from guirl import timing
 from guirl.config import load_config
 from guirl.configbase import record_reads
 from guirl.stages.rl import parse_inputs
@@ -23,6 +24,7 @@ from guirl.train.stagestate import write_reads
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, load the resolved config and train the stage; exit status 0."""
+    timing.launched()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="resolved config yaml (written by run_stage)")
     p.add_argument("--stage", required=True, choices=list(SFT_STAGES))

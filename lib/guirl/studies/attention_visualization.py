@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from guirl import timing
 from guirl.analysis.attention import action_attention, mass_inside
 from guirl.metrics.bootstrap import mean_with_ci
 from guirl.metrics.paired import difference_row, paired_difference
@@ -516,6 +517,7 @@ def probe_steps(cfg: Any, *, crop_history: bool, history: str = HISTORY) -> list
     return out
 
 
+@timing.timed("profiling", "attention_by_model")
 def attention_by_model(
     cfg: Any,
     results: Mapping[str, Mapping[str, Any]],

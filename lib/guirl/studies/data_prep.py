@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from guirl import timing
 from guirl.config import Config, resolve_repo_path
 
 __all__ = ["Prepared", "prepare", "plot_action_types", "plot_categories_apps", "plot_lengths", "plot_samples"]
@@ -37,6 +38,11 @@ class Prepared:
 def prepare(cfg: Config) -> Prepared:
     """Build MiniGUI (``data.source: minigui``; generated afresh so a changed simulator or expert
     shows up) or convert ``data.source`` from ``data.path`` into ``data/<profile>/<source>``."""
+    with timing.phase("data", "dataset"):
+        return _prepare(cfg)
+
+
+def _prepare(cfg: Config) -> Prepared:
     from guirl.data.loaders import convert_dataset
     from guirl.data.publish import build_lock, publish
     from guirl.data.splits import load_splits

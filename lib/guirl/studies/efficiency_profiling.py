@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
+from guirl import timing
 from guirl.analysis.accounting import action_token_table
 from guirl.analysis.cost import CostFit, ceiling_speedup, fit_cost_models
 from guirl.analysis.profiling import analytic_forward_flops
@@ -544,6 +545,7 @@ def model_builders(inp: Inputs) -> dict[str, Callable[[], Any]]:
     }
 
 
+@timing.timed("profiling", "profile_rows")
 def profile_rows(
     inp: Inputs,
     batches: Mapping[tuple[str, str, str], Mapping[str, torch.Tensor]],
@@ -601,6 +603,7 @@ def headline_table(sides: pd.DataFrame, model: str) -> pd.DataFrame:
     return sel[HEADLINE_COLUMNS]
 
 
+@timing.timed("profiling", "latency_table")
 def latency_table(
     inp: Inputs,
     batches: Mapping[tuple[str, str, str], Mapping[str, torch.Tensor]],

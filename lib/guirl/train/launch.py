@@ -1,25 +1,35 @@
-"""Training stages as records, started as ``accelerate launch`` subprocesses, results read back.
+"""Training stages as records, trained in the caller or as subprocesses, results read back.
 
 A :class:`Stage` says everything a stage needs: its name, the entry module that trains it
 (:data:`SFT_ENTRY` for grounding and SFT, :data:`guirl.train.rl.RL_ENTRY` for every RL role), the
 run config it trains with, its input folders (``"data"``: the prepared dataset; other named
 inputs such as a frozen executor's checkpoint), the model it starts from and its output folder.
 Studies build lists of stages; :func:`run_stages` runs them (side by side where independent),
-:func:`run_stage` one. The model is trained in a separate process (one CPU process for the tiny
-profile, ``num_processes`` GPUs with DeepSpeed ZeRO-2 for the paper profiles), so a notebook
-kernel never hosts DeepSpeed and a killed run can be resumed by calling again.
+:func:`run_stage` one; a killed run is resumed by calling again.
 
-The subprocess runs in a process group of its own that never outlives the caller
+How a stage starts (:func:`launch_mode`, ``runtime.stage_launcher``): a stage of several processes
+(GPUs, DeepSpeed ZeRO-2 for the paper profiles) goes through ``accelerate launch``, so a notebook
+kernel never hosts DeepSpeed. A single-process CPU stage (the tiny profile) that runs alone is
+trained inside the caller (no interpreter start-up and no imports per stage: about 15 s each on 2
+cores), with the arguments, environment variables and torch threads that ``accelerate launch``
+would give its subprocess (:func:`simple_launch`) and the caller's random states restored
+afterwards; one beside other stages starts as exactly that subprocess, without the launcher's own
+interpreter. Every path trains the same bytes (``tests/test_train_launch.py``).
+
+A subprocess runs in a process group of its own that never outlives the caller
 (:mod:`guirl.train.procs`): it is stopped when :func:`run_stage` fails or is interrupted, and when
-the caller dies, however it dies. ``<output_dir>.lock`` holds the caller's pid while the stage
-runs: a second run on the same folder is refused with a one-line :class:`~guirl.train.procs.LockedError`
-naming it, and a lock left by a dead process is taken over.
+the caller dies, however it dies; a stage in the caller stops with it. ``<output_dir>.lock`` holds
+the caller's pid while the stage runs: a second run on the same folder is refused with a one-line
+:class:`~guirl.train.procs.LockedError` naming it, and a lock left by a dead process is taken over.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from guirl import timing
 from guirl.configbase import RunConfig
 from guirl.contenthash import StateFileError, read_json_state
 from guirl.paths import resolve_repo_path
@@ -205,6 +216,113 @@ def prepare_stage(stage: Stage, *, echo: bool = True) -> list[str]:
     return accelerate_command(stage, config_path)
 
 
+#: How :func:`run_stage` starts a stage (:func:`launch_mode`).
+IN_PROCESS, DIRECT, ACCELERATE = "in process", "direct", "accelerate launch"
+#: Environment variables of a launched stage that only a subprocess needs (the in-process path leaves them out).
+_SUBPROCESS_ONLY = ("PYTHONUNBUFFERED", timing.LABEL_ENV, timing.LAUNCHED_ENV)
+_environ_lock = threading.Lock()
+
+
+def launch_mode(stage: Stage, parallel: int = 1) -> str:
+    """How :func:`run_stage` starts ``stage`` (``runtime.stage_launcher``):
+
+    * :data:`IN_PROCESS`: in the calling process (``auto``, one CPU process without DeepSpeed,
+      ``parallel`` 1): the entry's ``main`` with the arguments, environment and torch threads that
+      ``accelerate launch`` would give its subprocess, the caller's random states left as they were;
+    * :data:`DIRECT`: the subprocess ``accelerate launch`` would start (its command and environment,
+      :func:`simple_launch`), started without the launcher's own interpreter (``subprocess``, or
+      ``auto`` beside other stages);
+    * :data:`ACCELERATE`: ``accelerate launch`` (``accelerate``, and every stage of several
+      processes, on a GPU or with DeepSpeed).
+
+    All three train the same weights byte for byte on one host (``tests/test_train_launch.py``)."""
+    rt = stage.cfg.runtime
+    simple = rt.device == "cpu" and rt.num_processes == 1 and rt.deepspeed_config is None
+    if not simple or rt.stage_launcher == "accelerate":
+        return ACCELERATE
+    return IN_PROCESS if rt.stage_launcher == "auto" and parallel == 1 else DIRECT
+
+
+def simple_launch(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that ``accelerate launch`` (``cmd``: :func:`accelerate_command`,
+    run with environment ``env``) gives the one process it starts on a CPU: computed by accelerate's
+    own argument validation and simple launcher (``OMP_NUM_THREADS`` from ``env`` or the physical
+    cores, ``ACCELERATE_USE_CPU``, ``ACCELERATE_MIXED_PRECISION``, ...), so a stage started from them
+    is the stage ``accelerate launch`` would have started."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+    at = list(cmd).index("accelerate.commands.launch")
+    args = launch_command_parser().parse_args(list(cmd)[at + 1 :])
+    quiet = logging.getLogger("accelerate.commands.launch")  # its "defaults were used" notice, once per stage
+    with _environ_lock:  # accelerate reads os.environ: show it ``env`` for the call
+        saved, level = dict(os.environ), quiet.level
+        try:
+            quiet.setLevel(logging.ERROR)
+            os.environ.clear()
+            os.environ.update(env)
+            args, _, _ = _validate_launch_command(args)
+            child, child_env = prepare_simple_launcher_cmd_env(args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            quiet.setLevel(level)
+    return child, dict(child_env)
+
+
+def _train_in_process(stage: Stage, cmd: Sequence[str], env: Mapping[str, str], echo: bool) -> None:
+    """Run ``stage``'s entry (``python -m <entry> ARGS`` of ``cmd``) in this process with the
+    environment variables of ``env`` that differ from this process's, torch's threads set to
+    ``env["OMP_NUM_THREADS"]``, and torch's, Python's and numpy's random states restored afterwards
+    (a stage seeds them itself, as in a fresh process). ``echo`` false: the stage's output is
+    kept from the console. Raises :class:`TrainingFailed` (chained) when the entry fails."""
+    import contextlib
+    import gc
+    import importlib
+    import io
+    import random
+
+    import numpy as np
+    import torch
+
+    args = list(cmd)[list(cmd).index(stage.entry) + 1 :]
+    changed = {k: v for k, v in env.items() if os.environ.get(k) != v and k not in _SUBPROCESS_ONLY}
+    threads = int(env.get("OMP_NUM_THREADS", torch.get_num_threads()))
+    entry = importlib.import_module(stage.entry)
+    saved_env = {k: os.environ.get(k) for k in changed}
+    saved_threads = torch.get_num_threads()
+    py_state, np_state = random.getstate(), np.random.get_state()
+    sink = io.StringIO()
+    quiet = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if not echo else ()
+    try:
+        with contextlib.ExitStack() as stack, torch.random.fork_rng(devices=[]):
+            for ctx in quiet:
+                stack.enter_context(ctx)
+            os.environ.update(changed)
+            torch.set_num_threads(threads)
+            entry.main(args)
+    except KeyboardInterrupt:
+        raise
+    except (Exception, SystemExit) as err:
+        if isinstance(err, SystemExit) and err.code in (0, None):
+            return
+        tail = "".join(sink.getvalue().splitlines(keepends=True)[-60:])
+        raise TrainingFailed(
+            f"stage {stage.name!r} failed in process ({type(err).__name__}: {err}); "
+            f"python -m {stage.entry} {' '.join(args)}" + (f"; last lines:\n{tail}" if tail else "")
+        ) from err
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        torch.set_num_threads(saved_threads)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        gc.collect()
+
+
 def run_stage(
     stage: Stage,
     *,
@@ -213,12 +331,13 @@ def run_stage(
     parallel: int = 1,
     thread_schedule: str | None = None,
 ) -> dict[str, Any]:
-    """Train ``stage`` in a subprocess (resuming from its last checkpoint) and return ``result.json``.
+    """Train ``stage`` (resuming from its last checkpoint) and return ``result.json``.
 
-    Every stage launches the same way, whatever its entry (:data:`SFT_ENTRY`, the RL entry).
+    Every stage launches the same way, whatever its entry (:data:`SFT_ENTRY`, the RL entry): in
+    this process, as a subprocess or through ``accelerate launch`` (:func:`launch_mode`).
 
-    The resolved config is saved to ``<output_dir>/config.yaml`` and passed to the subprocess,
-    so the subprocess trains with exactly the notebook's configuration. A stage whose
+    The resolved config is saved to ``<output_dir>/config.yaml`` and passed to the entry,
+    so the stage trains with exactly the notebook's configuration. A stage whose
     ``result.json`` exists is not run again, and an interrupted one resumes from its last
     checkpoint, but only when the folder was written with the same :func:`stage_fingerprint`
     (config without ``eval``, name, entry, inputs, base model); outputs of another fingerprint are deleted
@@ -244,7 +363,8 @@ def _run_stage(
 ) -> dict[str, Any]:
     cfg, output_dir = stage.cfg, stage.output_dir
     with stage_lock(output_dir) as lock:
-        cmd = prepare_stage(stage, echo=echo)
+        with timing.phase("io", "stage folder"):
+            cmd = prepare_stage(stage, echo=echo)
         done = output_dir / RESULT_FILE
         finished = _finished(done, echo)
         if finished is not None:
@@ -254,21 +374,36 @@ def _run_stage(
             from guirl.train.cores import SCHEDULE_ENV
 
             env[SCHEDULE_ENV] = thread_schedule
+        env[timing.LABEL_ENV] = f"stage-{output_dir.name}"
+        mode = launch_mode(stage, parallel)
+        if mode != ACCELERATE:
+            with timing.phase("startup", "launcher"):
+                cmd, env = simple_launch(cmd, env)
+        if mode == IN_PROCESS:
+            if echo:
+                print(f"[run_stage] {stage.name} in this process: {output_dir}", flush=True)
+            _train_in_process(stage, cmd, env, echo)
+            if not done.exists():
+                raise TrainingFailed(f"stage {stage.name!r} ended in process without writing {done}")
+            _check_declared(stage)
+            return read_json_state(done, "the stage result", f"delete {output_dir} to train the stage again")
         tail: deque[str] = deque(maxlen=60)
         prefix = f"[{output_dir.name}] " if parallel > 1 else ""
-        proc = start_group(cmd, env=env, pass_fds=[lock.fileno()])
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                tail.append(line)
-                if echo:
-                    print(prefix + line, end="", flush=True)
-            proc.stdout.close()
-            rc = proc.wait(timeout=timeout)
-            forget(proc)
-        except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
-            stop_group(proc)
-            raise
+        with timing.phase(timing.WAIT, stage.name):
+            env[timing.LAUNCHED_ENV] = repr(time.time())
+            proc = start_group(cmd, env=env, pass_fds=[lock.fileno()])
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    tail.append(line)
+                    if echo:
+                        print(prefix + line, end="", flush=True)
+                proc.stdout.close()
+                rc = proc.wait(timeout=timeout)
+                forget(proc)
+            except BaseException:  # our failure, a timeout or an interruption: the stage stops with us
+                stop_group(proc)
+                raise
     if rc != 0 or not done.exists():
         raise TrainingFailed(
             f"stage {stage.name!r} exited with code {rc}{_headline(tail)} ({' '.join(cmd)}); "
@@ -338,7 +473,8 @@ def run_stages(
             for i, stage in enumerate(stages)
         ]
         try:
-            errors = [f.exception() for f in futures]  # waits for every stage
+            with timing.phase(timing.WAIT, "stages side by side"):
+                errors = [f.exception() for f in futures]  # waits for every stage
         except BaseException:  # interrupted while waiting: stop the stages still running, then stop
             for f in futures:
                 f.cancel()

@@ -45,7 +45,7 @@ killed run resumes from the last complete one; ``rl_log.jsonl`` (one JSON object
 :data:`LOG_FIELDS`; rows after the resumed step, and a last line cut short by a kill, are dropped
 on resume); ``final/`` (the full model, or the LoRA adapter with ``rl.lora``) with the processor;
 ``result.json`` last (its presence means done; ``guirl.models.load_trained`` reads it; it records
-the trained and total parameter counts and the learning rate used).
+the trained and total parameter counts, the learning rate used and torch's thread count).
 
 A resume unpickles nothing but tensors and plain data: the files of a checkpoint are read with
 ``torch.load(weights_only=True)`` (accelerate's loader; the RNG states are checked first, since
@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guirl import timing
 from guirl.configbase import RunConfig
 from guirl.rl.hooks import RLHooks
 from guirl.rl.losses import agg_norm, policy_loss
@@ -349,6 +350,16 @@ class _Engine:
         self.world = accelerator.num_processes
         self.rank = accelerator.process_index
         self.state = _EngineState()
+        from guirl.models.image_cache import VisionCache, cached_processor
+
+        # the screenshots the rollouts encoded are read back from the process-wide store, and the frozen
+        # reference model encodes each distinct screenshot once (identical tensors: guirl.models.image_cache)
+        self._encoder = cached_processor(processor, shared=True)
+        self._ref_vision = (
+            VisionCache(ref_model)
+            if ref_model is not None and self._encoder is not processor and VisionCache.supports(ref_model)
+            else None
+        )
 
     # ---- distributed helpers
     def _sum(self, values: Sequence[float]) -> list[float]:
@@ -402,10 +413,12 @@ class _Engine:
             )
             t0 = time.perf_counter()
             self.model.eval()
-            samples = hooks.rollout(policy, mine, args) if mine else []
+            with timing.phase("generation", "rl rollouts"):
+                samples = hooks.rollout(policy, mine, args) if mine else []
             gen_s += time.perf_counter() - t0
             t0 = time.perf_counter()
-            results = list(hooks.reward(samples)) if samples else []
+            with timing.phase("scoring", "rl reward"):
+                results = list(hooks.reward(samples)) if samples else []
             reward_s += time.perf_counter() - t0
             if len(results) != len(samples):
                 raise ValueError(f"reward hook returned {len(results)} results for {len(samples)} samples")
@@ -456,22 +469,33 @@ class _Engine:
         mb = self.rl.micro_batch_size
         return [[mini[j : j + mb] for j in range(0, len(mini), mb)] for mini in minis]
 
-    def _encode(self, micro: Sequence[Sample]) -> dict[str, torch.Tensor]:
+    def _encode(self, micro: Sequence[Sample]) -> tuple[dict[str, torch.Tensor], list[Any] | None]:
+        """The forward inputs of a micro-batch and its images' content keys (``None`` without the
+        processor cache)."""
         from guirl.rl.logprobs import encode_samples
 
-        return encode_samples(
-            self.processor, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
-        )
+        with timing.phase("images", "rl update batches"):
+            batch = encode_samples(
+                self._encoder, [s.prompt for s in micro], [s.completion_ids for s in micro], device=self.acc.device
+            )
+        return batch, getattr(getattr(self._encoder, "image_processor", None), "last_keys", None)
 
-    def _logprobs(self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False):
+    def _logprobs(
+        self, model: Any, batch: Mapping[str, torch.Tensor], *, with_entropy: bool = False, image_features: Any = None
+    ):
         from guirl.rl.logprobs import completion_logprobs
 
-        return completion_logprobs(model, batch, temperature=self.rl.temperature, with_entropy=with_entropy)
+        return completion_logprobs(
+            model, batch, temperature=self.rl.temperature, with_entropy=with_entropy, image_features=image_features
+        )
 
-    def _ref_logprobs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def _ref_logprobs(self, batch: Mapping[str, torch.Tensor], keys: list[Any] | None = None) -> torch.Tensor:
         with torch.no_grad():
             if self.ref_model is not None:
-                return self._logprobs(self.ref_model, batch)[0]
+                feats = None
+                if self._ref_vision is not None and keys is not None and "pixel_values" in batch:
+                    feats = self._ref_vision.encoder_outputs(batch["pixel_values"], batch["image_grid_thw"], keys)
+                return self._logprobs(self.ref_model, batch, image_features=feats)[0]
             unwrapped = self.acc.unwrap_model(self.model)
             with unwrapped.disable_adapter():
                 return self._logprobs(self.model, batch)[0]
@@ -489,21 +513,25 @@ class _Engine:
         self.model.train()
         # reference (and, with several updates per batch, old) log-probs before any update
         pre: dict[int, dict[str, torch.Tensor]] = {}
+        encoded: dict[int, dict[str, torch.Tensor]] = {}  # each micro-batch is encoded once per step
         need_old = rl.mini_batches > 1
         ref_s = old_s = 0.0
         for mini in minis:
             for micro in mini:
-                t0 = time.perf_counter()
-                batch = self._encode(micro)
-                enc_s = time.perf_counter() - t0
                 extra: dict[str, torch.Tensor] = {}
+                if rl.beta > 0 or need_old:
+                    t0 = time.perf_counter()
+                    batch, keys = self._encode(micro)
+                    encoded[id(micro)] = batch
+                    enc_s = time.perf_counter() - t0
                 if rl.beta > 0:
                     t0 = time.perf_counter()
-                    extra["ref"] = self._ref_logprobs(batch)
+                    with timing.phase("training", "rl reference log-probs"):
+                        extra["ref"] = self._ref_logprobs(batch, keys)
                     ref_s += time.perf_counter() - t0 + enc_s
                 if need_old:
                     t0 = time.perf_counter()
-                    with torch.no_grad():
+                    with torch.no_grad(), timing.phase("training", "rl old log-probs"):
                         extra["old"] = self._logprobs(self.model, batch)[0]
                     old_s += time.perf_counter() - t0 + (0.0 if rl.beta > 0 else enc_s)
                 pre[id(micro)] = extra
@@ -519,7 +547,9 @@ class _Engine:
             for i in range(n_micro):
                 dummy = i >= len(mini)
                 micro = [spare] if dummy else mini[i]
-                batch = self._encode(micro)
+                batch = encoded.pop(id(micro), None) if not dummy else None
+                if batch is None:
+                    batch = self._encode(micro)[0]
                 logp, ent = self._logprobs(self.model, batch, with_entropy=True)
                 last = i == n_micro - 1
                 # DeepSpeed reads the accumulation boundary from accelerate's sync flag (what
@@ -675,10 +705,11 @@ def train_rl(
     ``cfg.rl.max_new_tokens``). Runs as one process or under ``accelerate launch`` (one rank per
     process). Returns the ``result.json`` content (module doc).
     """
-    from accelerate import Accelerator
-    from tqdm.auto import tqdm
+    with timing.phase("startup", "imports"):
+        from accelerate import Accelerator
+        from tqdm.auto import tqdm
 
-    from guirl.models import apply_lora, load_processor
+        from guirl.models import apply_lora, load_processor
 
     rl = cfg.rl
     output_dir = Path(output_dir)
@@ -698,7 +729,8 @@ def train_rl(
     m = cfg.model
     base_model = Path(base_model)
     proc_dir = _adapter_parent(base_model) if _is_adapter_dir(base_model) else base_model
-    processor = load_processor(proc_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+    with timing.phase("io", "load model"):
+        processor = load_processor(proc_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
     if rl.prompts_per_step < acc.num_processes:
         raise ValueError(
             f"rl.prompts_per_step ({rl.prompts_per_step}) is below the number of processes ({acc.num_processes}): "
@@ -709,7 +741,8 @@ def train_rl(
             "DeepSpeed ZeRO-3 shards the weights the rollouts generate with, and semi-online ranks run different "
             "numbers of generate calls (no lockstep): use ZeRO-2 (configs/deepspeed/zero2.json; docs/rl.md, memory)"
         )
-    model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
+    with timing.phase("io", "load model"):
+        model, start = _load_policy_model(cfg, base_model, output_dir, acc.is_main_process)
     from guirl.train.stagestate import check_finite_weights
 
     check_finite_weights(  # a broken start is named before any step trains on it
@@ -724,13 +757,14 @@ def train_rl(
     if not rl.lora and rl.beta > 0:
         from guirl.models import load_model
 
-        ref_model = load_model(
-            start,
-            dtype=m.torch_dtype,
-            attn_implementation=m.attn_implementation,
-            vision_attention=m.vision_attention,
-            **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
-        ).to(acc.device)
+        with timing.phase("io", "load model"):
+            ref_model = load_model(
+                start,
+                dtype=m.torch_dtype,
+                attn_implementation=m.attn_implementation,
+                vision_attention=m.vision_attention,
+                **({"device": "cpu"} if cfg.runtime.device == "cpu" else {}),
+            ).to(acc.device)
         ref_model.requires_grad_(False).eval()
     if cfg.runtime.activation_checkpointing:  # recompute activations in the update's backward (docs/rl.md, memory)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -748,11 +782,13 @@ def train_rl(
     log_path = output_dir / LOG_FILE
     resume = last_checkpoint(output_dir)
     if resume is not None:
-        _load_checkpoint(acc, resume, engine, hooks, scheduler)
+        with timing.phase("io", "rl checkpoint"):
+            _load_checkpoint(acc, resume, engine, hooks, scheduler)
     if acc.is_main_process:
         _truncate_log(log_path, engine.state.step)
     acc.wait_for_everyone()
     policy = make_policy(acc.unwrap_model(model), processor)
+    threads = torch.get_num_threads()
     t_train = time.perf_counter()
     first, before = engine.state.step, engine.state.train_seconds
     bar = tqdm(total=rl.max_steps, initial=first, desc="rl", disable=not (progress and acc.is_main_process))
@@ -777,7 +813,8 @@ def train_rl(
         tot = engine._sum([sum(finite), len(finite)])
         row["reward_kept"] = tot[0] / tot[1] if tot[1] else math.nan
         if n_kept:
-            row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
+            with timing.phase("training", "rl update"):
+                row.update(engine.update(kept, (kept or generated)[0], step, optimizer, scheduler))
             _check_finite(row, trained, stage, step, rl)
         else:  # nothing to train on: no update, its statistics are missing (null)
             row.update(dict.fromkeys(_UPDATE_FIELDS), lr=float(scheduler.get_last_lr()[0]))
@@ -795,7 +832,8 @@ def train_rl(
                 f.write(json.dumps(_jsonable(row)) + "\n")
         if step % rl.save_steps == 0 or step == rl.max_steps:
             engine.state.train_seconds = before + time.perf_counter() - t_train
-            _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit, scheduler)
+            with timing.phase("io", "rl checkpoint"):
+                _save_checkpoint(acc, output_dir, engine.state, hooks, rl.save_total_limit, scheduler)
         bar.update(1)
         bar.set_postfix({k: f"{row[k]:.4g}" for k in ("reward", "kl", "n_kept") if row.get(k) is not None})
     bar.close()
@@ -803,8 +841,9 @@ def train_rl(
     final = output_dir / FINAL_DIR
     acc.wait_for_everyone()
     if acc.is_main_process:
-        acc.unwrap_model(model).save_pretrained(str(final))
-        processor.save_pretrained(str(final))
+        with timing.phase("io", "save model"):
+            acc.unwrap_model(model).save_pretrained(str(final))
+            processor.save_pretrained(str(final))
     result = {
         "stage": stage,
         "role": rl.role,
@@ -820,6 +859,7 @@ def train_rl(
         "train_seconds": round(seconds, 2),
         "samples_generated": engine.state.samples_generated,
         "samples_trained": engine.state.samples_trained,
+        "threads": threads,
         "log": str(log_path),
     }
     if acc.is_main_process:

@@ -1,7 +1,7 @@
 """Supervised training stages (grounding pre-training and SFT) with TRL's ``SFTTrainer``.
 
 The command-line entry that ``accelerate launch`` runs is :mod:`guirl.stages.sft` (it loads the
-resolved config and calls :func:`train`); this module never runs inside a notebook kernel.
+resolved config and calls :func:`train`), in a subprocess or in the caller (:mod:`guirl.train.launch`).
 
     accelerate launch --config_file configs/accelerate/cpu.yaml -m guirl.stages.sft \\
         --config runs/tiny/01_sft/config.yaml --stage sft --data-dir data/tiny/minigui \\
@@ -39,6 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from guirl import timing
 from guirl.configbase import RunConfig
 from guirl.paths import resolve_repo_path
 
@@ -192,6 +193,17 @@ def merged_base(cfg: RunConfig, base_model: Path, output_dir: Path) -> Path:
     return merged
 
 
+def _timed_collator(collate: Any) -> Any:
+    """``collate`` with its calls charged to ``images`` (:mod:`guirl.timing`): a training batch's
+    image processing and tokenization."""
+
+    def timed(examples: Any) -> Any:
+        with timing.phase("images", "training batches"):
+            return collate(examples)
+
+    return timed
+
+
 def _logging_steps(max_steps: int | None) -> int:
     """Log about 10 points of the loss curve per stage (every step for very short runs)."""
     return 10 if max_steps is None else max(1, min(10, max_steps // 10))
@@ -256,13 +268,14 @@ def train(
     """Run one stage to completion (resuming from the last checkpoint) and return its result;
     ``inputs``: the stage's named inputs besides the data folder (a ``records`` stage's file).
     ``base_model`` may be a LoRA adapter folder (:func:`merged_base`)."""
-    import torch
-    from trl import SFTTrainer
+    with timing.phase("startup", "imports"):
+        import torch
+        from trl import SFTTrainer
 
-    from guirl.models import TextProcessor, load_model, load_processor, lora_config, lora_target_regex
-    from guirl.train.cores import callback_from_env
-    from guirl.train.data import to_dataset
-    from guirl.train.lm_head import compact_lm_head
+        from guirl.models import TextProcessor, load_model, load_processor, lora_config, lora_target_regex
+        from guirl.train.cores import callback_from_env
+        from guirl.train.data import to_dataset
+        from guirl.train.lm_head import compact_lm_head
 
     output_dir.mkdir(parents=True, exist_ok=True)
     done = output_dir / RESULT_FILE
@@ -270,23 +283,25 @@ def train(
         return json.loads(done.read_text())
     torch.manual_seed(cfg.seed)
     m = cfg.model
-    base_model = merged_base(cfg, Path(base_model), output_dir)
-    processor = load_processor(base_model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
-    model = load_model(
-        base_model,
-        dtype=m.torch_dtype,
-        device="cpu" if cfg.runtime.device == "cpu" else None,
-        attn_implementation=m.attn_implementation,
-        vision_attention=m.vision_attention,
-    )
+    with timing.phase("io", "load model"):
+        base_model = merged_base(cfg, Path(base_model), output_dir)
+        processor = load_processor(base_model, min_pixels=m.min_pixels, max_pixels=m.max_pixels)
+        model = load_model(
+            base_model,
+            dtype=m.torch_dtype,
+            device="cpu" if cfg.runtime.device == "cpu" else None,
+            attn_implementation=m.attn_implementation,
+            vision_attention=m.vision_attention,
+        )
     model.train()
     from guirl.train.stagestate import check_finite_weights
 
     check_finite_weights(  # a broken start is named before any step trains on it
         model.named_parameters(), stage=stage, step=None, hint=f"the base model {base_model} holds them: rebuild it"
     )
-    records = build_records(cfg, stage, data_dir, inputs)
-    dataset = to_dataset(records)
+    with timing.phase("data", f"{stage} records"):
+        records = build_records(cfg, stage, data_dir, inputs)
+        dataset = to_dataset(records)
     peft = None
     if stage in ("sft", "records") and cfg.lora.enabled:
         peft = lora_config(
@@ -295,24 +310,36 @@ def train(
     args = training_args(cfg, stage, output_dir)
     share = callback_from_env()  # side by side: take over the cores of a sibling stage that ended
     resume, before = complete_checkpoint(output_dir)
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        # a text-only model (a CES State Tracker) trains through TRL's text path with its tokenizer
-        processing_class=processor.tokenizer if isinstance(processor, TextProcessor) else processor,
-        peft_config=peft,
-        # the finiteness check runs first: a diverged step's checkpoint is never marked complete
-        callbacks=[_stop_on_non_finite(stage, cfg), _mark_complete(before), *([share] if share is not None else [])],
-    )
+    with timing.phase("startup", "trainer"):
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            # a text-only model (a CES State Tracker) trains through TRL's text path with its tokenizer
+            processing_class=processor.tokenizer if isinstance(processor, TextProcessor) else processor,
+            peft_config=peft,
+            # the finiteness check runs first: a diverged step's checkpoint is never marked complete
+            callbacks=[
+                _stop_on_non_finite(stage, cfg),
+                _mark_complete(before),
+                *([share] if share is not None else []),
+            ],
+        )
+    if hasattr(trainer.data_collator, "processor"):  # the same pixel values, through a lookup table
+        from guirl.models.image_cache import fast_processor
+
+        trainer.data_collator.processor = fast_processor(trainer.data_collator.processor)
+    trainer.data_collator = _timed_collator(trainer.data_collator)
+    threads = torch.get_num_threads()
     t0 = time.perf_counter()
-    with compact_lm_head(cfg.runtime.compact_lm_head):
+    with timing.phase("training", f"sft {stage}"), compact_lm_head(cfg.runtime.compact_lm_head):
         trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     seconds = before + time.perf_counter() - t0  # the resumed runs' training time included
     final = output_dir / FINAL_DIR
-    trainer.save_model(str(final))
-    if trainer.is_world_process_zero():
-        processor.save_pretrained(str(final))
+    with timing.phase("io", "save model"):
+        trainer.save_model(str(final))
+        if trainer.is_world_process_zero():
+            processor.save_pretrained(str(final))
     result = {
         "stage": stage,
         "base_model": str(base_model),
@@ -324,6 +351,7 @@ def train(
         "log_history": trainer.state.log_history,
         "global_step": trainer.state.global_step,
         "thread_switches": share.switches if share is not None else [],
+        "threads": threads,
     }
     if trainer.is_world_process_zero():
         tmp = done.with_suffix(".tmp")

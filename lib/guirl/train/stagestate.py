@@ -135,12 +135,13 @@ ENTRY_READS: dict[tuple[str, str | None], tuple[str, ...]] = {
     ),
 }
 #: Keys a stage may read that change nothing it trains: what it keeps on disk
-#: (``sft.save_total_limit``), when it runs (``runtime.parallel_stages``) and the Low executor's
+#: (``sft.save_total_limit``), when and how it starts (``runtime.parallel_stages``, ``runtime.stage_launcher``) and the Low executor's
 #: own recipe (``sft.executor``: the executor trains with a config of its own that moves those
 #: values into the main keys), how 01 groups its agents (``sft.mix_histories``,
 #: ``sft.history_recipes``: likewise moved into the main keys of each agent's config).
 NOT_TRAINED = (
     "runtime.parallel_stages",
+    "runtime.stage_launcher",
     "sft.save_total_limit",
     "sft.executor",
     "sft.mix_histories",

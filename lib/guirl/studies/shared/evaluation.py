@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from guirl import timing
 from guirl.actions.types import TEXT_TYPES, ActionType
 from guirl.config import Config
 from guirl.configbase import Sampling, stage_updates
@@ -109,7 +110,10 @@ def eval_policy(
         torch.set_num_threads(cfg.runtime.threads)
     m = cfg.model
     kw = dict(min_pixels=m.min_pixels, max_pixels=m.max_pixels, dtype=m.torch_dtype, device=cfg.runtime.device)
-    model, processor = load_trained(dict(source), **kw) if isinstance(source, Mapping) else load_policy(source, **kw)
+    with timing.phase("io", "load model"):
+        model, processor = (
+            load_trained(dict(source), **kw) if isinstance(source, Mapping) else load_policy(source, **kw)
+        )
     return HFPolicy(
         model,
         processor,
@@ -170,18 +174,35 @@ def evaluate_offline(
         outputs = [(a.episode, a.t, a.step.text, dict(a.step.info or {})) for a in answered]
         output_format = policy.output_format
     else:
-        items = step_prompts(
-            episodes,
-            spec,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-            image_root=image_root,
-            max_steps=max_steps,
-            history_builder=history_builder,
-        )
+        with timing.phase("images", "step prompts"):
+            items = step_prompts(
+                episodes,
+                spec,
+                min_pixels=min_pixels,
+                max_pixels=max_pixels,
+                image_root=image_root,
+                max_steps=max_steps,
+                history_builder=history_builder,
+            )
         answers = policy.complete([it.prompt for it in items])
         outputs = [(it.episode, it.t, completions[0].text, {}) for it, completions in zip(items, answers)]
         output_format = spec.output_format
+    with timing.phase("scoring", "step predictions"):
+        return _records(outputs, model_name, split, spec, output_format, protocol, min_pixels, max_pixels, extra)
+
+
+def _records(
+    outputs: Sequence[tuple[Episode, int, str, dict[str, Any]]],
+    model_name: str,
+    split: str,
+    spec: PromptSpec,
+    output_format: str,
+    protocol: str,
+    min_pixels: int,
+    max_pixels: int,
+    extra: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """One scored prediction record per ``(episode, t, text, info)`` (:func:`evaluate_offline`)."""
     return [
         {
             **prediction_record(
