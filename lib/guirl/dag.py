@@ -44,6 +44,7 @@ __all__ = [
     "STAMP_SUFFIX",
     "load_notebook",
     "notebook_reads",
+    "notebook_profiles",
     "source_digest",
     "library_digest",
     "check_reads",
@@ -87,6 +88,22 @@ def notebook_reads(path: str | Path, nb: Mapping[str, Any] | None = None) -> tup
     if not isinstance(reads, list) or not all(isinstance(r, str) and r for r in reads):
         raise DagError(f"{path}: metadata.{META_KEY}.reads: must be a list of notebook stems (got {reads!r}); {fix}")
     return tuple(reads)
+
+
+def notebook_profiles(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
+    """The profiles ``path`` runs on (``metadata.guirl.profiles``, e.g. ``["tiny"]`` for notebook 09,
+    which pretrains the tiny model); ``None`` (the key left out): every profile."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY) or {}
+    if "profiles" not in meta:
+        return None
+    profiles = meta["profiles"]
+    if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.profiles: must be a non-empty list of profile names (got {profiles!r}); "
+            "leave it out for a notebook that runs on every profile"
+        )
+    return tuple(profiles)
 
 
 def source_digest(nb: Mapping[str, Any]) -> str:
