@@ -60,9 +60,17 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def tokenizer_sha256(folder: str | os.PathLike[str]) -> str:
-    """sha256 of a checkpoint folder's ``tokenizer.json`` (the vocabulary and merges the weights
-    were trained with)."""
-    return file_sha256(Path(folder) / "tokenizer.json")
+    """sha256 of the vocabulary, merges and added tokens in a checkpoint folder's ``tokenizer.json``
+    (what the weights' rows mean; the file's other settings and its layout, which a processor's
+    ``save_pretrained`` rewrites, do not count)."""
+    tok = json.loads((Path(folder) / "tokenizer.json").read_text(encoding="utf-8"))
+    model = tok.get("model", {})
+    payload = {
+        "vocab": model.get("vocab"),
+        "merges": [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])],
+        "added": sorted((t["id"], t["content"]) for t in tok.get("added_tokens", [])),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def read_meta(folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
