@@ -74,7 +74,7 @@ def test_every_skill_is_generated_and_every_answer_rederives_from_the_state(all_
             if s.skill == "ground_label":
                 env.reset(options={"state": v.task.initial_state})
                 hit = v.screen.hit(Action.from_dict(s.action).point)
-                assert hit is not None and hit.label == s.question.split("'")[1]
+                assert hit is not None and hit.label == s.source["label"] and f"'{hit.label}'" in s.question
             if s.skill == "copy_goal":
                 assert s.answer in v.task.instruction and s.answer == str(v.task.params[s.source["slot"]])
             if s.skill == "copy_screen" and s.question.startswith("Is "):
@@ -101,7 +101,7 @@ def _wrong(s: Sample) -> Sample:
 def test_a_wrong_answer_is_refused(skill: str, all_visits: list[Visit]) -> None:
     rng = random.Random(1)
     for v in all_visits:
-        for s in visit_samples(v, rng, [skill]):
+        for s in visit_samples(v, rng, {skill: 1.0}):
             if skill == "ground_label" and s.target_box[3] > 0.93:
                 continue
             with pytest.raises(SampleError, match=s.sample_id):
@@ -281,3 +281,17 @@ def test_pick_format_chooses_one_that_can_write_the_action(action_type: str) -> 
             continue
         get_format(name).format(a, CTX)  # raises if it cannot
         assert name != "coepg_grounder" or action_type == "click"
+
+
+def test_the_mix_sets_samples_per_screen_without_repeats(all_visits: list[Visit]) -> None:
+    rng = random.Random(0)
+    v = max(all_visits, key=lambda x: len(x.spans))
+    many = visit_samples(v, rng, {"read_point": 4.0, "app_screen": 0.0})
+    assert [s.skill for s in many] == ["read_point"] * 4
+    assert len({s.point for s in many}) == 4 and len({s.sample_id for s in many}) == 4
+    few = visit_samples(v, rng, {"read_point": 1000.0})  # capped by what the screen shows
+    assert len(few) == len({(s.point, s.answer) for s in few}) <= len(v.spans)
+    counts = [len(visit_samples(v, random.Random(i), {"app_screen": 0.25})) for i in range(400)]
+    assert 0.18 < sum(counts) / 400 < 0.32
+    with pytest.raises(ValueError, match=r"mix\['read_point'\] = -1"):
+        visit_samples(v, rng, {"read_point": -1})

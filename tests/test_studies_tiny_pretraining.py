@@ -75,3 +75,16 @@ def test_rebuild_trains_from_random_weights_scores_and_installs(tmp_path: Path) 
     assert "tiny-base (this run)" in (dest / CARD_FILE).read_text()
     assert tiny_base_dir(tmp_path / "cache", source=dest).is_dir()
     assert P.train(load_config("tiny", overlays=["smoke"]), data) is None  # without rebuild nothing trains
+
+
+
+def test_probe_budget_fits_the_longest_expected_answer() -> None:
+    from transformers import AutoTokenizer
+
+    from guirl.models import build_tiny_model
+
+    tok = AutoTokenizer.from_pretrained(build_tiny_model(seed=0))
+    answers = ["ok", '{"action_type": "click", "x": 123, "y": 456}', "a much longer answer " * 8]
+    longest = max(len(tok(a, add_special_tokens=False)["input_ids"]) for a in answers)
+    assert P.probe_token_budget(tok, answers) == longest + 8 > 32  # past eval.max_new_tokens
+    assert P.probe_token_budget(tok, answers[:1], margin=0) == len(tok("ok", add_special_tokens=False)["input_ids"])

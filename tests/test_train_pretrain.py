@@ -26,15 +26,15 @@ def samples(tmp_path_factory: pytest.TempPathFactory):
 
 def test_the_tiny_profile_has_the_section_and_paper_profiles_do_not() -> None:
     tiny = load_config("tiny")
-    assert tiny.pretrain == PretrainConfig() and tiny.pretrain.skills == list(SKILLS)
+    assert tiny.pretrain == PretrainConfig() and set(tiny.pretrain.mix) <= set(SKILLS)
     assert load_config("paper-3b").pretrain is None
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("pretrain.skills=[read_point,nope]", "unknown skills"),
-        ("pretrain.skills=[read_point,read_point]", "skills listed twice"),
+        ("pretrain.mix={nope: 1}", "unknown skills"),
+        ("pretrain.mix={read_point: -1}", r"samples per screen must lie in \[0, 100\]"),
         ("pretrain.turns=0", "pretrain.turns"),
         ("pretrain.max_steps=1e12", "pretrain.max_steps"),
         ("pretrain.learning_rate=5", "pretrain.learning_rate"),

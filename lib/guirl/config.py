@@ -473,7 +473,8 @@ class EvalConfig(_Section):
     max_turns: int = Field(ge=1)
     n_seeds: int = Field(default=3, ge=1)
     n_train_seeds: int = Field(default=1, ge=1)  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
-    # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
+    # what a training seed of 08 re-draws: "all": grounding and SFT (and the initial weights of the random-weight tiny
+    # model, model.path: tiny; tiny-base is one set of weights for every seed); "sft": SFT only,
     # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
     # pretrained checkpoint (guirl.studies.seed_study.seed_start). The same for paper profiles (no grounding, a fixed base)
     train_seed_scope: Literal["all", "sft"] = "all"

@@ -20,6 +20,8 @@ skill              question                                                   an
 ``copy_screen``    the value shown for a label (a phone under a name, a       the value
                    field's content, a switch's state)
 ``copy_goal``      a slot of the goal (screenshot in the prompt)              the slot's text
+``copy_text``      a slot of a made-up request built from the world's names,  the slot's text
+                   numbers, places and titles (text only: copying practice)
 ``app_screen``     which app and which screen is open                         ``App, screen``
 ``goal_step``      the goal plus the screen of an expert ``type`` or          the action
                    ``answer`` step: write that action                         (a format)
@@ -33,10 +35,11 @@ The probes (:data:`PROBES`) score four of them on held-out screens and goals
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,7 @@ SKILLS: tuple[str, ...] = (
     "ground_label",
     "copy_screen",
     "copy_goal",
+    "copy_text",
     "app_screen",
     "goal_step",
     "action_syntax",
@@ -105,9 +109,27 @@ SLOT_NAMES: dict[str, str] = {
     "other": "other contact",
 }
 _READ_KINDS = frozenset({"label", "value", "placeholder"})
+#: Made-up requests for ``copy_text``: each names its slots (keys of :data:`SLOT_NAMES`); none is a
+#: task template's instruction, so no sample quotes a real goal.
+COPY_CARRIERS: tuple[str, ...] = (
+    "Call {name} at {phone} before noon.",
+    "Meet {name} in {city} on {day} at {time}.",
+    "Tell {peer} '{body}' after lunch.",
+    "Put '{title}' on the list for {day}.",
+    "Remind me of '{title}' at {time} on {day}.",
+    "{name} moved to {city}; the number is now {phone}.",
+    "Forward '{body}' from {peer} to {other}.",
+    "Check whether {name} still lives in {city}.",
+    "On {day}, ask {peer} about '{title}'.",
+    "Save {phone} as the number of {name}.",
+    "Text {other} that {name} arrives at {time}.",
+    "Find the note '{title}' and share it with {peer}.",
+)
+#: World values a carrier slot draws from.
+_SLOT_SOURCES = ("name", "phone", "city", "day", "time", "peer", "body", "title", "other")
 _PNG_KW: dict[str, Any] = {"format": "PNG", "optimize": False, "compress_level": 6}
 #: Bump when a change of the generator changes the samples (notebook 09 rebuilds its data folder).
-DATA_VERSION = 1
+DATA_VERSION = 3
 
 
 class SampleError(ValueError):
@@ -301,84 +323,77 @@ def describe(action: Action, point_text: str | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------------- skills
-def _read_point(v: Visit, rng: random.Random) -> Sample | None:
-    spans = _readable(v)
-    if not spans:
-        return None
-    s = rng.choice(spans)
-    box = _norm_box(s.box, v.size)
-    return Sample(
-        "",
-        "read_point",
-        "What text is written at {point}?",
-        answer=s.text,
-        point=_center(box),
-        source={"element_id": s.element_id, "kind": s.kind},
-    )
+# Each maker lists every sample of its skill that the screen allows (in a fixed order); formats of
+# action answers are drawn later, for the samples chosen (:func:`visit_samples`).
+def _read_point(v: Visit) -> list[Sample]:
+    return [
+        Sample(
+            "",
+            "read_point",
+            "What text is written at {point}?",
+            answer=s.text,
+            point=_center(_norm_box(s.box, v.size)),
+            source={"element_id": s.element_id, "kind": s.kind},
+        )
+        for s in _readable(v)
+    ]
 
 
-def _read_box(v: Visit, rng: random.Random) -> Sample | None:
+def _read_box(v: Visit) -> list[Sample]:
     by_el: dict[str, list[TextSpan]] = {}
     for s in v.spans:
         if s.kind in _READ_KINDS:
             by_el.setdefault(s.element_id, []).append(s)
-    ok = [e for e, ss in by_el.items() if not any(s.truncated for s in ss)]
-    if not ok:
-        return None
-    e = rng.choice(sorted(ok))
-    w = _widget(v, e)
-    return Sample(
-        "",
-        "read_box",
-        "What text is inside the box {box}?",
-        answer=" ".join(s.text for s in by_el[e]),
-        box=tuple(round(x, 4) for x in w.box),
-        source={"element_id": e},
-    )  # type: ignore[arg-type]
-
-
-def _ground_label(v: Visit, rng: random.Random) -> Sample | None:
-    counts: dict[str, int] = {}
-    for s in v.spans:
-        counts[s.text] = counts.get(s.text, 0) + 1
-    pool = [s for s in _readable(v) if s.kind == "label" and counts[s.text] == 1 and _widget(v, s.element_id).clickable]
-    if not pool:
-        return None
-    s = rng.choice(pool)
-    w = _widget(v, s.element_id)
-    action = Action("click", point=_center(w.box))
-    fmt = pick_format(rng, action)
-    if fmt is None:
-        return None
-    return Sample(
-        "",
-        "ground_label",
-        f"Where is the element labelled '{s.text}'? Tap it.",
-        action=action.to_dict(),
-        format=fmt,
-        target_box=tuple(round(x, 4) for x in w.box),  # type: ignore[arg-type]
-        source={"element_id": w.element_id},
-    )
-
-
-def _copy_screen(v: Visit, rng: random.Random) -> Sample | None:
-    values = {s.element_id: s for s in _readable(v) if s.kind == "value"}
-    labels = {s.element_id: s for s in _readable(v) if s.kind == "label"}
-    pairs = [(labels[e], values[e]) for e in values if e in labels]
-    toggles = [w for w in v.screen.widgets if w.role == "toggle" and w.element_id in labels]
-    counts: dict[str, int] = {}
-    for s in v.spans:
-        counts[s.text] = counts.get(s.text, 0) + 1
-    pairs = [(lab, val) for lab, val in pairs if counts[lab.text] == 1]
-    toggles = [w for w in toggles if counts[w.label] == 1]
-    options: list[Sample] = [
+    return [
         Sample(
             "",
-            "copy_screen",
-            f"What is shown for '{lab.text}'?",
-            answer=val.text,
-            source={"element_id": lab.element_id},
+            "read_box",
+            "What text is inside the box {box}?",
+            answer=" ".join(s.text for s in spans),
+            box=tuple(round(x, 4) for x in _widget(v, e).box),  # type: ignore[arg-type]
+            source={"element_id": e},
         )
+        for e, spans in by_el.items()
+        if not any(s.truncated for s in spans)
+    ]
+
+
+def _counts(v: Visit) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in v.spans:
+        counts[s.text] = counts.get(s.text, 0) + 1
+    return counts
+
+
+def _ground_label(v: Visit) -> list[Sample]:
+    counts = _counts(v)
+    out = []
+    for s in _readable(v):
+        w = _widget(v, s.element_id)
+        if s.kind == "label" and counts[s.text] == 1 and w.clickable:
+            out.append(
+                Sample(
+                    "",
+                    "ground_label",
+                    f"Where is the element labelled '{s.text}'? Tap it.",
+                    action=Action("click", point=_center(w.box)).to_dict(),
+                    target_box=tuple(round(x, 4) for x in w.box),  # type: ignore[arg-type]
+                    source={"element_id": w.element_id, "label": s.text},
+                )
+            )
+    return out
+
+
+def _copy_screen(v: Visit) -> list[Sample]:
+    counts = _counts(v)
+    values = {s.element_id: s for s in _readable(v) if s.kind == "value"}
+    labels = {s.element_id: s for s in _readable(v) if s.kind == "label"}
+    pairs = [(labels[e], values[e]) for e in values if e in labels and counts[labels[e].text] == 1]
+    toggles = [
+        w for w in v.screen.widgets if w.role == "toggle" and w.element_id in labels and counts[w.label] == 1
+    ]
+    return [
+        Sample("", "copy_screen", f"What is shown for '{lab.text}'?", answer=val.text, source={"element_id": lab.element_id})
         for lab, val in pairs
     ] + [
         Sample(
@@ -390,7 +405,6 @@ def _copy_screen(v: Visit, rng: random.Random) -> Sample | None:
         )
         for w in toggles
     ]
-    return rng.choice(options) if options else None
 
 
 def goal_slots(task: Task) -> list[tuple[str, str]]:
@@ -402,63 +416,106 @@ def goal_slots(task: Task) -> list[tuple[str, str]]:
     ]
 
 
-def _copy_goal(v: Visit, rng: random.Random) -> Sample | None:
-    slots = goal_slots(v.task)
-    if not slots:
-        return None
-    k, val = rng.choice(slots)
-    return Sample(
-        "",
-        "copy_goal",
-        f"Goal: {v.task.instruction}\nWhat is the {SLOT_NAMES[k]} in the goal?",
-        answer=val,
-        goal=v.task.instruction,
-        source={"slot": k},
-    )
+def _copy_goal(v: Visit) -> list[Sample]:
+    return [
+        Sample(
+            "",
+            "copy_goal",
+            f"Goal: {v.task.instruction}\nWhat is the {SLOT_NAMES[k]} in the goal?",
+            answer=val,
+            goal=v.task.instruction,
+            source={"slot": k},
+        )
+        for k, val in goal_slots(v.task)
+    ]
 
 
-def _app_screen(v: Visit, rng: random.Random) -> Sample | None:
+def copy_text_values(v: Visit) -> dict[str, str]:
+    """The values the ``copy_text`` requests of a visit use: drawn from its task's world (names,
+    phones and cities of contacts, note and event titles, message bodies, days and times), with a
+    random state of its own per (task, step), so they are the same however the samples are mixed."""
+    from guirl.env.state import PhoneState
+    from guirl.env.tasks import DAY_NAMES, TIMES
+
+    w = PhoneState.from_dict(v.task.initial_state)
+    rng = random.Random(f"copy-text-{v.task.task_id}-{v.step}")
+    a, b = rng.sample(w.contacts, 2) if len(w.contacts) >= 2 else (w.contacts[0], w.contacts[0])
+    titles = [n.title for n in w.notes] + [e.title for e in w.events]
+    bodies = [m.body for m in w.messages]
+    return {
+        "name": a.name,
+        "phone": a.phone,
+        "city": a.city,
+        "day": rng.choice(DAY_NAMES),
+        "time": rng.choice(TIMES),
+        "peer": b.name,
+        "other": rng.choice([c.name for c in w.contacts if c.name not in (a.name, b.name)] or [b.name]),
+        "body": rng.choice(bodies) if bodies else "See you",
+        "title": rng.choice(titles) if titles else "Plan trip",
+    }
+
+
+def _copy_text(v: Visit) -> list[Sample]:
+    values = copy_text_values(v)
+    out = []
+    for i, carrier in enumerate(COPY_CARRIERS):
+        text = carrier.format(**values)
+        text = text[0].upper() + text[1:]
+        for key in dict.fromkeys(k for k in _SLOT_SOURCES if "{" + k + "}" in carrier):
+            if text.count(values[key]) != 1:  # the slot must be one unambiguous span of the request
+                continue
+            out.append(
+                Sample(
+                    "",
+                    "copy_text",
+                    f"Request: {text}\nWhat is the {SLOT_NAMES[key]} in the request?",
+                    answer=values[key],
+                    source={"slot": key, "carrier": i},
+                )
+            )
+    return out
+
+
+def _app_screen(v: Visit) -> list[Sample]:
     app = APP_TITLES.get(v.screen.app, v.screen.app.title())
-    return Sample(
-        "",
-        "app_screen",
-        "Which app is open, and which screen?",
-        answer=f"{app}, {SCREEN_NAMES.get(v.screen.name, v.screen.name)}",
-    )
+    return [
+        Sample(
+            "",
+            "app_screen",
+            "Which app is open, and which screen?",
+            answer=f"{app}, {SCREEN_NAMES.get(v.screen.name, v.screen.name)}",
+        )
+    ]
 
 
-def _goal_step(v: Visit, rng: random.Random) -> Sample | None:
+def _goal_step(v: Visit) -> list[Sample]:
     if v.action.type not in (ActionType.TYPE, ActionType.ANSWER):
-        return None
-    fmt = pick_format(rng, v.action)
-    if fmt is None:
-        return None
-    return Sample(
-        "",
-        "goal_step",
-        f"Goal: {v.task.instruction}\nWrite the next action.",
-        action=v.action.to_dict(),
-        format=fmt,
-        goal=v.task.instruction,
-        source={"step": v.step},
-    )
+        return []
+    return [
+        Sample(
+            "",
+            "goal_step",
+            f"Goal: {v.task.instruction}\nWrite the next action.",
+            action=v.action.to_dict(),
+            goal=v.task.instruction,
+            source={"step": v.step},
+        )
+    ]
 
 
-def _action_syntax(v: Visit, rng: random.Random) -> Sample | None:
+def _action_syntax(v: Visit) -> list[Sample]:
     a = v.action
-    fmt = pick_format(rng, a)
-    if fmt is None:
-        return None
     point = a.point if a.type in (ActionType.CLICK, ActionType.LONG_PRESS) else None
-    return Sample(
-        "",
-        "action_syntax",
-        f"Write this action: {describe(a)}.",
-        action=a.to_dict(),
-        format=fmt,
-        point=point,
-        source={"step": v.step},
-    )
+    return [
+        Sample(
+            "",
+            "action_syntax",
+            f"Write this action: {describe(a)}.",
+            action=a.to_dict(),
+            point=point,
+            source={"step": v.step},
+        )
+    ]
 
 
 _MAKERS = {
@@ -467,31 +524,63 @@ _MAKERS = {
     "ground_label": _ground_label,
     "copy_screen": _copy_screen,
     "copy_goal": _copy_goal,
+    "copy_text": _copy_text,
     "app_screen": _app_screen,
     "goal_step": _goal_step,
     "action_syntax": _action_syntax,
 }
 #: Skills that show no screenshot.
-TEXT_ONLY: frozenset[str] = frozenset({"action_syntax"})
+TEXT_ONLY: frozenset[str] = frozenset({"action_syntax", "copy_text"})
+#: One sample of every skill per screen (where the screen allows one).
+EVEN_MIX: dict[str, float] = dict.fromkeys(SKILLS, 1.0)
+#: The tiny recipe's mix: reading, grounding and the copy skills (with text-only copies) weighted up,
+#: naming the screen and the action syntax (learnt quickly on an even mix) weighted down.
+TINY_MIX: dict[str, float] = {
+    "read_point": 3.0,
+    "read_box": 0.5,
+    "ground_label": 2.0,
+    "copy_screen": 2.0,
+    "copy_goal": 2.0,
+    "copy_text": 2.0,
+    "app_screen": 0.25,
+    "goal_step": 1.0,
+    "action_syntax": 0.5,
+}
 
 
-def visit_samples(v: Visit, rng: random.Random, skills: Sequence[str] = SKILLS) -> list[Sample]:
-    """At most one sample per skill for one screen (fewer where a skill has nothing to ask),
-    each checked with :func:`verify_sample`; ``sample_id`` is ``<task>-<step>-<skill>``."""
+def candidates(v: Visit, skill: str) -> list[Sample]:
+    """Every sample of ``skill`` the screen allows, unchecked and without ids or formats."""
+    if skill not in _MAKERS:
+        raise ValueError(f"unknown skill {skill!r}; known: {SKILLS}")
+    return _MAKERS[skill](v)
+
+
+def visit_samples(v: Visit, rng: random.Random, mix: Mapping[str, float] = EVEN_MIX) -> list[Sample]:
+    """Samples of one screen: ``mix[skill]`` per skill on average (its integer part always, one
+    more with the probability of its fraction), drawn without repetition from :func:`candidates`
+    (fewer where the screen allows fewer); an action answer gets a format that can write it
+    (:func:`pick_format`). Each sample is checked with :func:`verify_sample`; ``sample_id`` is
+    ``<task>-<step>-<skill>-<j>``."""
     out = []
-    for skill in skills:
-        s = _MAKERS[skill](v, rng)
-        if s is None:
-            continue
-        s = Sample(
-            **{
-                **s.__dict__,
-                "sample_id": f"{v.task.task_id}-{v.step:02d}-{skill}",
-                "source": {"task_id": v.task.task_id, "step": v.step, **s.source},
-            }
-        )
-        verify_sample(s, v)
-        out.append(s)
+    for skill, rate in mix.items():
+        if rate < 0:
+            raise ValueError(f"mix[{skill!r}] = {rate}: a number of samples per screen is >= 0")
+        k = int(rate) + (1 if rng.random() < rate - int(rate) else 0)
+        pool = candidates(v, skill)
+        for j, s in enumerate(rng.sample(pool, min(k, len(pool)))):
+            fmt = None
+            if s.action is not None:
+                fmt = pick_format(rng, Action.from_dict(s.action))
+                if fmt is None:
+                    continue
+            s = dataclasses.replace(
+                s,
+                sample_id=f"{v.task.task_id}-{v.step:02d}-{skill}-{j}",
+                format=fmt,
+                source={"task_id": v.task.task_id, "step": v.step, **s.source},
+            )
+            verify_sample(s, v)
+            out.append(s)
     return out
 
 
@@ -524,8 +613,8 @@ def verify_sample(s: Sample, v: Visit) -> None:
         assert s.action is not None and s.target_box is not None
         a = Action.from_dict(s.action)
         w = _widget(v, str(s.source.get("element_id")))
-        label = s.question.split("'")[1]
-        if w.label != label or a.point is None or not _inside(a.point, w.box) or not w.clickable:
+        label = str(s.source.get("label"))
+        if f"'{label}'" not in s.question or w.label != label or a.point is None or not _inside(a.point, w.box) or not w.clickable:
             raise bad(f"the click {a.point} does not land on the clickable element labelled {label!r}")
         if v.screen.hit(a.point) is not w:
             raise bad(f"the click {a.point} hits another element than {w.element_id!r}")
@@ -545,6 +634,16 @@ def verify_sample(s: Sample, v: Visit) -> None:
         k = str(s.source.get("slot"))
         if str(v.task.params.get(k)) != s.answer or not s.answer or s.answer not in v.task.instruction:
             raise bad(f"slot {k!r} of the goal is {v.task.params.get(k)!r}, not {s.answer!r}")
+    elif s.skill == "copy_text":
+        values = copy_text_values(v)
+        key = str(s.source.get("slot"))
+        carrier = COPY_CARRIERS[int(s.source.get("carrier", -1))]
+        text = carrier.format(**values)
+        text = text[0].upper() + text[1:]
+        if values.get(key) != s.answer or f"Request: {text}\n" not in s.question or text.count(s.answer or "") != 1:
+            raise bad(f"slot {key!r} of the request is {values.get(key)!r}, not {s.answer!r}")
+        if text in {v.task.instruction}:
+            raise bad("a copy_text request quotes the task's own goal")
     elif s.skill == "app_screen":
         app = APP_TITLES.get(v.screen.app, v.screen.app.title())
         if s.answer != f"{app}, {SCREEN_NAMES.get(v.screen.name, v.screen.name)}":
@@ -588,13 +687,14 @@ def generate_samples(
     seed: int,
     width: int = 280,
     height: int = 504,
-    skills: Sequence[str] = SKILLS,
+    mix: Mapping[str, float] = EVEN_MIX,
     exclude_screens: set[str] | frozenset[str] = frozenset(),
     exclude_goals: set[str] | frozenset[str] = frozenset(),
     goal_templates: set[str] | None = None,
     progress: bool = False,
 ) -> list[Sample]:
-    """Samples of ``skills`` from the expert trajectories of ``tasks``.
+    """Samples of the skills of ``mix`` (samples per screen, :func:`visit_samples`) from the expert
+    trajectories of ``tasks``.
 
     Screenshots are written once per distinct screen to ``image_dir/<key[:16]>.png`` (``None``:
     not written; samples keep ``image=None``, e.g. to count). Screens whose key is in
@@ -614,9 +714,9 @@ def generate_samples(
         key = v.key
         if key in exclude_screens or v.task.instruction in exclude_goals:
             continue
-        chosen = [
-            k for k in skills if k not in goal_skills or goal_templates is None or v.task.template_id in goal_templates
-        ]
+        chosen = {
+            k: r for k, r in mix.items() if k not in goal_skills or goal_templates is None or v.task.template_id in goal_templates
+        }
         for s in visit_samples(v, rng, chosen):
             image = None
             if s.skill not in TEXT_ONLY and image_dir is not None:
@@ -663,7 +763,12 @@ __all__ = [
     "Sample",
     "SampleError",
     "TEXT_ONLY",
+    "EVEN_MIX",
+    "TINY_MIX",
+    "candidates",
     "Visit",
+    "COPY_CARRIERS",
+    "copy_text_values",
     "describe",
     "generate_samples",
     "goal_slots",

@@ -43,6 +43,7 @@ __all__ = [
     "train",
     "probe_models",
     "probe",
+    "probe_token_budget",
     "probe_table",
     "probe_paired",
     "plot_probes",
@@ -165,6 +166,12 @@ def probe_models(cfg: Config, result: Mapping[str, Any] | None = None) -> dict[s
     return {RANDOM_INIT: build_tiny_model(seed=cfg.seed), **base}
 
 
+def probe_token_budget(tokenizer: Any, expected: Sequence[str], *, margin: int = 8) -> int:
+    """Generation budget of the probes (tokens): the longest expected answer plus ``margin``, so a
+    long action format is never cut short (notebooks' ``eval.max_new_tokens`` is sized for theirs)."""
+    return max(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in expected) + margin
+
+
 def probe(cfg: Config, model_dir: Path, data: PretrainData, *, progress: bool = False) -> pd.DataFrame:
     """Greedy answers of ``model_dir`` to every probe sample, one row each: ``sample_id``,
     ``skill``, ``correct`` (:func:`guirl.env.pretraining.score_sample`), ``output``, ``expected``."""
@@ -181,10 +188,11 @@ def probe(cfg: Config, model_dir: Path, data: PretrainData, *, progress: bool = 
         samples, image_root=data.path, screen_size=size, min_pixels=m.min_pixels, max_pixels=m.max_pixels
     )
     model, processor = load_policy(model_dir, min_pixels=m.min_pixels, max_pixels=m.max_pixels, dtype=m.torch_dtype)
+    expected = [r["completion"][0]["content"][0]["text"] for r in records]
     policy = HFPolicy(
         model,
         processor,
-        max_new_tokens=cfg.eval.max_new_tokens,
+        max_new_tokens=probe_token_budget(processor.tokenizer, expected),
         batch_size=cfg.eval.batch_size,
         progress=progress,
         desc=f"probes {Path(model_dir).name}",

@@ -48,17 +48,17 @@ PRETRAIN_TASK_PREFIX = "pt"
 PROBE_TASK_PREFIX = "probe"
 
 
-def _all_skills() -> tuple[str, ...]:
-    from guirl.env.pretraining import SKILLS
+def _default_mix() -> dict[str, float]:
+    from guirl.env.pretraining import TINY_MIX
 
-    return SKILLS
+    return dict(TINY_MIX)
 
 
 class PretrainConfig(Section):
     """Pretraining of the tiny base model (module docstring; notebook 09).
 
     Data: ``n_tasks`` MiniGUI tasks (their expert trajectories' screens) give the training samples,
-    every skill of ``skills`` once per screen where it applies; goal skills (``copy_goal``,
+    ``mix[skill]`` samples of each skill per screen on average where the screen allows them; goal skills (``copy_goal``,
     ``goal_step``) use only the templates of 00's training split, and never a goal of 00's test
     splits. ``probe_tasks`` other tasks give the probes, of which the first ``probe_per_skill`` per
     probe skill are scored (screens and goals seen in training are dropped first). ``turns``:
@@ -74,7 +74,8 @@ class PretrainConfig(Section):
     n_tasks: int = Field(default=1500, ge=1, le=100_000)  # about 12k distinct screens, 70k samples
     probe_tasks: int = Field(default=400, ge=1, le=100_000)
     probe_per_skill: int = Field(default=200, ge=1, le=100_000)  # a 95% interval of +-7 points at worst
-    skills: list[str] = Field(default_factory=lambda: list(_all_skills()), min_length=1)
+    # samples per screen and skill (an integer part always, one more with the probability of the fraction)
+    mix: dict[str, float] = Field(default_factory=lambda: _default_mix(), min_length=1)
     turns: int = Field(default=6, ge=1, le=64)  # answers per screenshot encoding (3.4x the answers per second of 1)
     learning_rate: float = Field(default=2e-3, gt=0, le=1.0)
     max_steps: int = Field(default=2500, ge=1, le=10_000_000)
@@ -84,16 +85,17 @@ class PretrainConfig(Section):
     save_steps: int = Field(default=250, ge=1, le=10_000_000)  # checkpoints to resume an interrupted rebuild from
     rebuild: bool = False
 
-    @field_validator("skills")
+    @field_validator("mix")
     @classmethod
-    def _known_skills(cls, v: list[str]) -> list[str]:
+    def _known_skills(cls, v: dict[str, float]) -> dict[str, float]:
         from guirl.env.pretraining import SKILLS
 
         bad = [s for s in v if s not in SKILLS]
         if bad:
             raise ValueError(f"unknown skills {bad}; known: {list(SKILLS)}")
-        if len(set(v)) != len(v):
-            raise ValueError(f"skills listed twice: {sorted(s for s in set(v) if v.count(s) > 1)}")
+        wrong = {k: r for k, r in v.items() if not 0 <= r <= 100}
+        if wrong:
+            raise ValueError(f"samples per screen must lie in [0, 100]; got {wrong}")
         return v
 
 
@@ -107,7 +109,7 @@ def pretraining_data_key(p: PretrainConfig, *, seed: int, width: int, height: in
         "n_tasks": p.n_tasks,
         "probe_tasks": p.probe_tasks,
         "probe_per_skill": p.probe_per_skill,
-        "skills": list(p.skills),
+        "mix": dict(p.mix),
         "width": width,
         "height": height,
         "test_goals": test_goals,
@@ -159,7 +161,7 @@ def write_pretraining_data(
             seed=seed,
             width=width,
             height=height,
-            skills=p.skills,
+            mix=p.mix,
             exclude_goals=frozenset(exclude_goals),
             goal_templates=goal_templates,
             progress=progress,
@@ -172,7 +174,7 @@ def write_pretraining_data(
             seed=seed + 1,
             width=width,
             height=height,
-            skills=[k for k in PROBES],
+            mix=dict.fromkeys(PROBES, 1.0),
             exclude_screens=frozenset(seen_screens),
             exclude_goals=frozenset(seen_goals | exclude_goals),
             progress=progress,
