@@ -575,6 +575,7 @@ def test_every_method_has_a_section_exactly_when_it_declares_one() -> None:
         "runtime",
         "rl",
         "analysis",
+        "pretrain",  # the tiny base model (guirl.train.pretrain), no paper's method
     }
     assert set(Config.model_fields) - kernel <= set(guirl.methods.names())
 
@@ -698,7 +699,12 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
         {"data", "grounding", "sft", "eval", "rl"}
         <= changed
         <= {"data", "grounding", "sft", "eval", "rl", "ccpo", "analysis", "agentcpm", "androidlong", "coepg", "ces"}
+        | {"pretrain"}
     )
+    pretrain = {k for k, v in smoke.to_flat().items() if k.startswith("pretrain.") and full_flat[k] != v}
+    assert pretrain == {
+        f"pretrain.{k}" for k in ("n_tasks", "probe_tasks", "probe_per_skill", "max_steps", "save_steps")
+    }
     assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
         "ccpo.ablation_group_sizes",
         "ccpo.eval.max_test_steps",  # eval.max_test_steps of the overlay wins over 02's own budget

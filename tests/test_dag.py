@@ -503,3 +503,48 @@ def test_a_stage_reading_an_undeclared_section_is_refused_before_it_starts(chain
     with pytest.raises(UndeclaredSectionError, match=r"'grounding'"):
         stage_fingerprint(grounding)
     assert SFT_ENTRY == "guirl.stages.sft"
+
+
+# ---------------------------------------------------------------------------------- profiles
+@pytest.mark.parametrize(
+    "meta, want",
+    [
+        ({"reads": []}, None),  # every profile
+        ({"reads": [], "profiles": ["tiny"]}, ("tiny",)),
+        ({"reads": [], "profiles": ["tiny", "paper-3b"]}, ("tiny", "paper-3b")),
+    ],
+)
+def test_notebook_profiles(meta: dict, want) -> None:
+    assert dag.notebook_profiles("nb.ipynb", {"metadata": {"guirl": meta}, "cells": []}) == want
+
+
+@pytest.mark.parametrize("profiles", [[], "tiny", [""], [1]])
+def test_notebook_profiles_errors(profiles) -> None:
+    with pytest.raises(dag.DagError, match="metadata.guirl.profiles: must be a non-empty list"):
+        dag.notebook_profiles("nb.ipynb", {"metadata": {"guirl": {"reads": [], "profiles": profiles}}, "cells": []})
+
+
+def test_a_notebook_for_some_profiles_is_refused_on_others_and_left_out_of_a_dag_run(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from guirl import runner
+
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    a = make_notebook(folder / "00_a.ipynb", PARAMS, [LOAD])
+    b = make_notebook(folder / "01_tiny_only.ipynb", PARAMS, [LOAD])
+    nb = json.loads(b.read_text())
+    nb["metadata"]["guirl"]["profiles"] = ["tiny"]
+    b.write_text(json.dumps(nb))
+    assert plan_run(b, "tiny").stem == "01_tiny_only"
+    with pytest.raises(
+        runner.RunnerError, match=r"runs on profile\(s\) tiny only .* not 'paper-3b'; pass --profile tiny"
+    ):
+        plan_run(b, "paper-3b")
+    monkeypatch.setattr(runner, "list_notebooks", lambda folder=None: [a, b])
+    code = main(["--all", "--profile", "paper-3b", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "[guirl.runner] 01_tiny_only: not on profile paper-3b (runs on tiny)" in out
+    assert "# " + str(a) in out or "00_a.ipynb" in out
+    assert "01_tiny_only.ipynb ->" not in out
+    assert code in (0, 2)  # 2 only for the paper profile's missing checkpoint, never for 01_tiny_only

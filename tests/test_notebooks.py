@@ -731,6 +731,29 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
         assert sum(r[k] for k in (*ERROR_TYPES, "success")) == cfg.eval.n_tasks * cfg.eval.n_seeds
 
 
+def check_09_tiny_pretraining(out: Outputs, state: dict[str, Any]) -> None:
+    from guirl.env.pretraining import PROBES, SKILLS
+
+    cfg = check_saved_config_is_the_one_used(out)
+    p = cfg.pretrain
+    assert p is not None and not p.rebuild  # make reproduce scores the shipped base; make tiny-base rebuilds it
+    data = out.table("data", rows=len(SKILLS))
+    assert {r["skill"] for r in data} == set(SKILLS) and all(r["train"] > 0 for r in data)
+    assert {r["skill"]: r["probes"] for r in data if r["probes"]} == {k: p.probe_per_skill for k in PROBES}
+    probes = out.table("probes", rows=2 * len(PROBES))
+    assert {r["model"] for r in probes} == {"random init", "tiny-base (shipped)"}
+    for r in probes:
+        assert r["n"] == p.probe_per_skill and 0 <= r["lo"] <= r["accuracy"] <= r["hi"] <= 100
+    assert all(r["accuracy"] == 0 for r in probes if r["model"] == "random init")  # random weights read nothing
+    paired = out.table("probes_paired", rows=len(PROBES))
+    for r, base in zip(paired, [r for r in probes if r["model"] != "random init"]):
+        assert math.isclose(r["B_acc"], base["accuracy"]) and math.isclose(
+            r["diff"], r["B_acc"] - r["A_acc"], abs_tol=1e-9
+        )
+    out.table("probe_examples", rows=lambda n: 0 < n <= 3 * len(PROBES))
+    assert out.figure("probes_chart")
+
+
 #: One check per notebook, run on its smoke outputs: a new notebook needs one (the pattern of
 #: the recommenders project's notebook tests: assert tables, row counts and metric ranges).
 CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
@@ -743,6 +766,7 @@ CHECKS: dict[str, Callable[[Outputs, dict[str, Any]], None]] = {
     "06_attention_visualization": check_06_attention_visualization,
     "07_agentcpm_androidlong": check_07_agentcpm_androidlong,
     "08_seed_study": check_08_seed_study,
+    "09_tiny_pretraining": check_09_tiny_pretraining,
 }
 
 

@@ -66,6 +66,7 @@ from guirl.configbase import (
 )
 from guirl.paths import configs_dir, repo_root, resolve_repo_path
 from guirl.rl.config import RLConfig
+from guirl.train.pretrain import PretrainConfig
 
 __all__ = [
     "ConfigError",
@@ -287,9 +288,10 @@ _Section = Section
 
 
 class ModelConfig(_Section):
-    """The policy model. ``path: tiny`` is the offline tiny Qwen2.5-VL built by
-    ``guirl.models.build_tiny_model``; anything else is a local folder with a real checkpoint
-    (the hub is unreachable here; never a hub id). Pixel budgets are in pixels (Qwen2.5-VL
+    """The policy model. ``path: tiny-base`` is the tiny Qwen2.5-VL pretrained on MiniGUI and
+    shipped with the repository (``guirl.models.tiny_base``); ``path: tiny`` is the same
+    architecture with random weights (``guirl.models.build_tiny_model``); anything else is a local
+    folder with a real checkpoint (the hub is unreachable here; never a hub id). Pixel budgets are in pixels (Qwen2.5-VL
     processor ``min_pixels`` / ``max_pixels``; one image token covers 28x28 pixels)."""
 
     path: str = Field(min_length=1)
@@ -311,13 +313,21 @@ class ModelConfig(_Section):
 
     @property
     def is_tiny(self) -> bool:
-        """True for the offline tiny model (``path == "tiny"``)."""
-        return self.path == "tiny"
+        """True for the offline tiny model, pretrained (``tiny-base``) or random (``tiny``)."""
+        return self.path in ("tiny", "tiny-base")
+
+    @property
+    def is_tiny_base(self) -> bool:
+        """True for the shipped pretrained tiny model (``path == "tiny-base"``)."""
+        return self.path == "tiny-base"
 
     def local_dir(self) -> Path:
         """The checkpoint folder of a real model (relative paths are relative to the repo)."""
         if self.is_tiny:
-            raise ValueError("model.path is 'tiny': build it with guirl.models.build_tiny_model")
+            raise ValueError(
+                f"model.path is {self.path!r}: load it with guirl.studies.shared.inputs.base_model_dir "
+                "(guirl.models.tiny_base.tiny_base_dir / build_tiny_model)"
+            )
         return resolve_repo_path(self.path)
 
 
@@ -482,7 +492,8 @@ class EvalConfig(_Section):
     n_train_seeds: int = Field(
         default=1, ge=1, le=cb.MAX_RUNS
     )  # training seeds of notebook 08's seed study (seed, seed + 1, ...)
-    # what a training seed of 08 re-draws: "all": the tiny model's initial weights, grounding and SFT; "sft": SFT only,
+    # what a training seed of 08 re-draws: "all": grounding and SFT (and the initial weights of the random-weight tiny
+    # model, model.path: tiny; tiny-base is one set of weights for every seed); "sft": SFT only,
     # every seed starting from the run's own base / grounding model, as every seed of a paper profile starts from one
     # pretrained checkpoint (guirl.studies.seed_study.seed_start). The same for paper profiles (no grounding, a fixed base)
     train_seed_scope: Literal["all", "sft"] = "all"
@@ -562,6 +573,7 @@ class BaseConfig(BaseModel):
     runtime: RuntimeConfig
     rl: RLConfig = Field(default_factory=RLConfig)  # defaults: CCPO Table 8 (guirl.rl.config)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)  # profiling / attention (guirl.analysis.config)
+    pretrain: PretrainConfig | None = None  # the tiny base model's pretraining (guirl.train.pretrain; notebook 09)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible nested dict (sections in declaration order)."""

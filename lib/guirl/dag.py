@@ -55,6 +55,7 @@ __all__ = [
     "notebook_reads",
     "notebook_config",
     "config_digest",
+    "notebook_profiles",
     "source_digest",
     "library_digest",
     "check_reads",
@@ -126,6 +127,22 @@ def config_digest(config: Mapping[str, Any], sections: Sequence[str]) -> dict[st
         blob = json.dumps(config.get(name), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         out[name] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12] if name in config else "-"
     return out
+
+
+def notebook_profiles(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
+    """The profiles ``path`` runs on (``metadata.guirl.profiles``, e.g. ``["tiny"]`` for notebook 09,
+    which pretrains the tiny model); ``None`` (the key left out): every profile."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY) or {}
+    if "profiles" not in meta:
+        return None
+    profiles = meta["profiles"]
+    if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.profiles: must be a non-empty list of profile names (got {profiles!r}); "
+            "leave it out for a notebook that runs on every profile"
+        )
+    return tuple(profiles)
 
 
 def source_digest(nb: Mapping[str, Any]) -> str:

@@ -267,8 +267,14 @@ def plan_run(
     try:
         reads = dag.notebook_reads(_rel(nb), content)
         sections = dag.notebook_config(_rel(nb), content)
+        profiles = dag.notebook_profiles(_rel(nb), content)
     except dag.DagError as err:
         raise RunnerError(str(err)) from None
+    if profiles is not None and profile not in profiles:
+        raise RunnerError(
+            f"{_rel(nb)}: runs on profile(s) {', '.join(profiles)} only (metadata.guirl.profiles), not {profile!r}; "
+            f"pass --profile {profiles[0]}"
+        )
     params = dict(parameters or {})
     override_list = _override_list(overrides)
     if experiment is None:
@@ -729,6 +735,19 @@ def _main(argv: Sequence[str] | None) -> int:
         notebooks = [p for p in all_notebooks if p.stem in stems]
     else:
         notebooks = [Path(args.notebook)]
+    if use_dag:  # a DAG run leaves out the notebooks that do not run on this profile (09: tiny only)
+        kept = []
+        for p in notebooks:
+            try:
+                profiles = dag.notebook_profiles(_rel(p))
+            except dag.DagError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            if profiles is None or args.profile in profiles or (args.dag and p.resolve() == target):
+                kept.append(p)
+            else:
+                print(f"[guirl.runner] {p.stem}: not on profile {args.profile} (runs on {', '.join(profiles)})")
+        notebooks = kept
     if not notebooks:
         print(f"[guirl.runner] no notebooks match notebooks/{NOTEBOOK_GLOB}; nothing to run")
         return 0

@@ -9,11 +9,14 @@ normalised grid of :mod:`guirl.env.apps`. Uses PIL's built-in scalable font
 
 Units: boxes are normalised ``(x1, y1, x2, y2)``; ``width``/``height`` are pixels.
 Rendering is deterministic: the same screen and size give the same pixels.
+:func:`render_screen_spans` also returns every string as it was drawn (after truncation to fit)
+with its pixel box: the ground truth of what a reader of the screenshot can see.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from PIL import Image, ImageDraw, ImageFont
@@ -56,6 +59,26 @@ NAV_BG: RGB = (30, 30, 30)
 NAV_Y = 0.92
 
 
+@dataclass(frozen=True)
+class TextSpan:
+    """One string as drawn on a screenshot.
+
+    ``text``: the drawn characters (a string that did not fit ends in ``"..."``); ``box``: its
+    ink box in pixels ``(x1, y1, x2, y2)`` of the rendered image (PIL's ``textbbox``, widened by
+    the bold stroke); ``element_id`` / ``role``: the widget that drew it; ``kind``: ``"label"``
+    (the widget's label), ``"value"`` (its secondary text: a phone under a name, an input's
+    content), ``"placeholder"`` (an empty input's hint), ``"glyph"`` (an app icon's letter) or
+    ``"initial"`` (an avatar's letter); ``truncated``: whether the widget's string was cut to fit.
+    """
+
+    text: str
+    box: tuple[int, int, int, int]
+    element_id: str
+    role: str
+    kind: str
+    truncated: bool = False
+
+
 @lru_cache(maxsize=64)
 def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     """PIL's built-in scalable font at ``size`` px (cached)."""
@@ -70,6 +93,8 @@ class _Painter:
         self.small = max(7, round(base * 0.78))
         self.huge = max(10, round(base * 1.9))
         self.bold_dx = max(1, round(base / 16))
+        self.spans: list[TextSpan] | None = None  # filled by render_screen_spans
+        self.widget: Widget | None = None  # the widget being drawn (its spans name it)
 
     def px(self, box: Sequence[float]) -> tuple[int, int, int, int]:
         return (round(box[0] * self.w), round(box[1] * self.h), round(box[2] * self.w), round(box[3] * self.h))
@@ -92,13 +117,20 @@ class _Painter:
         bold: bool = False,
         anchor: str = "lm",
         max_w: float | None = None,
+        kind: str = "label",
     ) -> None:
+        full = text
         if max_w is not None:
             text = self.fit(d, text, size, max_w)
         f = font(size)
         d.text(xy, text, font=f, fill=fill, anchor=anchor)
         if bold:
             d.text((xy[0] + self.bold_dx, xy[1]), text, font=f, fill=fill, anchor=anchor)
+        if self.spans is not None and self.widget is not None and text:
+            x1, y1, x2, y2 = d.textbbox(xy, text, font=f, anchor=anchor)
+            box = (int(x1), int(y1), int(x2 + (self.bold_dx if bold else 0)), int(y2))
+            w = self.widget
+            self.spans.append(TextSpan(text, box, w.element_id, w.role, kind, truncated=text != full))
 
 
 def _star(d: ImageDraw.ImageDraw, cx: float, cy: float, r: float, fill: RGB) -> None:
@@ -136,6 +168,7 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
             (255, 255, 255),
             bold=True,
             anchor="mm",
+            kind="glyph",
         )
         p.text(
             d, ((x1 + x2) / 2, y1 + ih + (y2 - y1 - ih) / 2), w.label, p.small, TEXT, bold=True, anchor="mm", max_w=bw
@@ -155,7 +188,7 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
             else:
                 col = AVATAR_COLORS[sum(map(ord, w.label)) % len(AVATAR_COLORS)]
                 d.ellipse((acx - rr, cy - rr, acx + rr, cy + rr), fill=col)
-            p.text(d, (acx, cy), w.label[:1].upper(), p.big, (255, 255, 255), bold=True, anchor="mm")
+            p.text(d, (acx, cy), w.label[:1].upper(), p.big, (255, 255, 255), bold=True, anchor="mm", kind="initial")
             tx = acx + rr + 0.03 * p.w
         max_w = x2 - tx - 0.1 * p.w
         danger = w.style.get("danger", False)
@@ -163,7 +196,7 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
         col = (200, 40, 40) if danger else (MUTED if done else TEXT)
         if w.text and r == "list_item" and not done:
             p.text(d, (tx, y1 + bh * 0.32), w.label, p.big, col, bold=True, max_w=max_w)
-            p.text(d, (tx, y1 + bh * 0.72), w.text, p.small, MUTED, max_w=max_w)
+            p.text(d, (tx, y1 + bh * 0.72), w.text, p.small, MUTED, max_w=max_w, kind="value")
         else:
             p.text(d, (tx, cy), w.label, p.big, col, bold=True, max_w=max_w)
             if done:
@@ -202,9 +235,9 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
         tx = x1 + 0.03 * p.w
         p.text(d, (tx, y1 + bh * 0.27), w.label, p.small, (33, 110, 220) if focused else MUTED)
         if w.text:
-            p.text(d, (tx, y1 + bh * 0.68), w.text, p.big, TEXT, bold=True, max_w=bw * 0.9)
+            p.text(d, (tx, y1 + bh * 0.68), w.text, p.big, TEXT, bold=True, max_w=bw * 0.9, kind="value")
         else:
-            p.text(d, (tx, y1 + bh * 0.68), f"Enter {w.label.lower()}", p.small, (175, 175, 175))
+            p.text(d, (tx, y1 + bh * 0.68), f"Enter {w.label.lower()}", p.small, (175, 175, 175), kind="placeholder")
         if focused:
             tw = d.textlength(p.fit(d, w.text, p.big, bw * 0.9), font=font(p.big)) + 2 * p.bold_dx if w.text else 0
             d.line((tx + tw, y1 + bh * 0.5, tx + tw, y1 + bh * 0.86), fill=(33, 110, 220), width=max(1, p.bold_dx))
@@ -230,7 +263,7 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
             d.polygon([(tx - t, cy - t / 2), (tx + t, cy - t / 2), (tx, cy + t / 2)], fill=MUTED)
         elif w.text:
             p.text(d, (x1 + 0.02 * p.w, y1 + bh * 0.28), w.label, p.small, MUTED)
-            p.text(d, (x1 + 0.02 * p.w, y1 + bh * 0.68), w.text, p.big, TEXT, bold=True, max_w=bw * 0.95)
+            p.text(d, (x1 + 0.02 * p.w, y1 + bh * 0.68), w.text, p.big, TEXT, bold=True, max_w=bw * 0.95, kind="value")
             d.line((x1, y2, x2, y2), fill=ROW_LINE, width=1)
         else:
             p.text(d, (x1 + 0.02 * p.w, cy), w.label, p.big, TEXT, max_w=bw * 0.95)
@@ -276,6 +309,18 @@ def _draw(p: _Painter, d: ImageDraw.ImageDraw, w: Widget) -> None:
 
 def render_screen(screen: Screen, width: int = 280, height: int = 504) -> Image.Image:
     """RGB image of ``screen`` at ``width`` x ``height`` pixels."""
+    return _render(screen, width, height, None)
+
+
+def render_screen_spans(screen: Screen, width: int = 280, height: int = 504) -> tuple[Image.Image, list[TextSpan]]:
+    """The image of :func:`render_screen` (the same pixels) and every string drawn on it, in paint
+    order, as :class:`TextSpan` records. Strings of the dimmed background under a dialog are left
+    out (they are not legible as drawn)."""
+    spans: list[TextSpan] = []
+    return _render(screen, width, height, spans), spans
+
+
+def _render(screen: Screen, width: int, height: int, spans: list[TextSpan] | None) -> Image.Image:
     if width < 28 or height < 28:
         raise ValueError(f"render size {width}x{height} too small; use at least 28x28 px")
     p = _Painter(width, height)
@@ -287,7 +332,9 @@ def render_screen(screen: Screen, width: int = 280, height: int = 504) -> Image.
             _draw(p, d, w)
         im = Image.blend(im, Image.new("RGB", im.size, (0, 0, 0)), 0.45)
         d = ImageDraw.Draw(im)
+    p.spans = spans
     for w in screen.widgets:
+        p.widget = w
         _draw(p, d, w)
     return im
 

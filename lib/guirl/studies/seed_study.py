@@ -2,10 +2,11 @@
 
 * :func:`train_seeds` / :func:`seeded` / :func:`seed_start`: the training seeds of
   ``eval.n_train_seeds``, the run config at one of them and where it starts. A **training seed**
-  re-draws what training draws: with ``eval.train_seed_scope: all`` the tiny model's random
-  initial weights (``guirl.models.build_tiny_model(seed=...)``), the grounding and SFT data order
-  (TRL's ``seed`` / ``data_seed``); with ``sft`` the SFT data order only, from notebook 01's
-  grounding model. The data set, the test steps and evaluation stay those of the run's own
+  re-draws what training draws: with ``eval.train_seed_scope: all`` the grounding and SFT data
+  order (TRL's ``seed`` / ``data_seed``) and, for the random-weight tiny model (``model.path:
+  tiny``), its initial weights (``guirl.models.build_tiny_model(seed=...)``; the shipped
+  ``tiny-base`` and a paper checkpoint are one set of weights for every seed); with ``sft`` the
+  SFT data order only, from notebook 01's grounding model. The data set, the test steps and evaluation stay those of the run's own
   ``seed``, so every seed is scored on the same steps (a paired comparison). Seed ``cfg.seed`` is
   notebook 01's run; the others train with :func:`guirl.studies.shared.agents.train_agents`.
 * :func:`evaluate_seeds`: every agent of every seed (and optionally the zero-shot model) on the
@@ -61,8 +62,10 @@ def seed_start(cfg: Config, seed: int) -> dict[str, Any]:
     """Where training seed ``seed`` of ``cfg`` starts: ``train_agents``' ``base_model`` and
     ``grounding`` keywords, by ``eval.train_seed_scope``.
 
-    * ``"all"``: the seed re-draws everything training draws: the tiny model built with this seed
-      (:func:`guirl.studies.shared.inputs.base_model_dir`) and, when ``grounding.enabled``, its own grounding run.
+    * ``"all"``: the seed re-draws everything training draws: the base model of this seed
+      (:func:`guirl.studies.shared.inputs.base_model_dir`: the random tiny model built with it; the
+      shipped ``tiny-base`` is the same for every seed) and, when ``grounding.enabled``, its own
+      grounding run.
     * ``"sft"``: the seed re-draws SFT only: every seed starts from notebook 01's grounding model
       (the run's own seed; the base model itself without grounding). A paper profile's seed does
       this in either scope, since its base is one pretrained checkpoint and it has no grounding.

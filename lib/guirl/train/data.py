@@ -10,6 +10,9 @@ plain metadata columns the trainer ignores.
 * :func:`grounding_records`: AgentCPM-GUI Stage-I style grounding pre-training (text to point,
   function to point, box to text) on MiniGUI screens. Point answers are written as a click in
   the run's output format, so grounding teaches the very coordinate tokens SFT uses.
+* :func:`pretraining_records`: the tiny base model's pretraining samples
+  (:mod:`guirl.env.pretraining`), points and boxes written in the pixels of the image the model
+  sees, actions in each sample's format.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from guirl.actions import Action
 from guirl.actions.coords import resized_size
 from guirl.data.schema import Episode
+from guirl.env.pretraining import Sample
 from guirl.prompts import PromptSpec, action_text, episode_step_prompt, format_context, system_text
 
 
@@ -116,6 +120,122 @@ def grounding_records(
     return out
 
 
+def _px_point(p: Sequence[float], size: tuple[int, int]) -> str:
+    return f"({round(p[0] * size[0])}, {round(p[1] * size[1])})"
+
+
+def _px_box(b: Sequence[float], size: tuple[int, int]) -> str:
+    w, h = size
+    return f"[{round(b[0] * w)}, {round(b[1] * h)}, {round(b[2] * w)}, {round(b[3] * h)}]"
+
+
+def sample_prompt(
+    sample: Sample, *, screen_size: tuple[int, int], min_pixels: int, max_pixels: int
+) -> tuple[str, str | None]:
+    """``(question, answer)`` of a pretraining sample as the model reads and writes them: points
+    ``(x, y)`` and boxes ``[x1, y1, x2, y2]`` in pixels of the resized image (Qwen2.5-VL's
+    absolute coordinates, as the ``ccpo`` format writes them), an action answer in the sample's
+    format with a note naming it. ``answer`` is ``None`` for an action the format cannot write."""
+    ctx = format_context(screen_size, min_pixels, max_pixels)
+    seen = resized_size(*screen_size, min_pixels=min_pixels, max_pixels=max_pixels)
+    q = sample.question
+    if "{point}" in q:
+        if sample.point is None:
+            raise ValueError(f"sample {sample.sample_id}: the question has {{point}} but the sample has no point")
+        q = q.replace("{point}", _px_point(sample.point, seen))
+    if "{box}" in q:
+        if sample.box is None:
+            raise ValueError(f"sample {sample.sample_id}: the question has {{box}} but the sample has no box")
+        q = q.replace("{box}", _px_box(sample.box, seen))
+    if sample.action is None:
+        return q, sample.answer
+    from guirl.actions.formats import get_format
+
+    answer = get_format(str(sample.format)).format(Action.from_dict(sample.action), ctx)
+    return f"{q} Use the {sample.format} action format.", answer
+
+
+def pretraining_records(
+    samples: Iterable[Sample],
+    *,
+    image_root: str | Path,
+    screen_size: tuple[int, int],
+    min_pixels: int,
+    max_pixels: int,
+) -> list[dict[str, Any]]:
+    """One record per sample (:func:`sample_prompt`), no system message (the chat template's
+    default), the screenshot first when the sample has one. Metadata: ``sample_id``, ``skill``."""
+    root = str(image_root).rstrip("/")
+    out = []
+    for s in samples:
+        q, a = sample_prompt(s, screen_size=screen_size, min_pixels=min_pixels, max_pixels=max_pixels)
+        content: list[dict[str, Any]] = [{"type": "text", "text": q}]
+        images: list[str] = []
+        if s.image is not None:
+            content.insert(0, {"type": "image"})
+            images.append(f"{root}/{s.image}" if root else s.image)
+        out.append(
+            {
+                "prompt": [{"role": "user", "content": content}],
+                "completion": _assistant(str(a)),
+                "images": images,
+                "sample_id": s.sample_id,
+                "skill": s.skill,
+            }
+        )
+    return out
+
+
+def pretraining_conversations(
+    samples: Iterable[Sample],
+    *,
+    image_root: str | Path,
+    screen_size: tuple[int, int],
+    min_pixels: int,
+    max_pixels: int,
+    turns: int,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Pretraining samples as multi-turn conversations: the samples of one screenshot (and the
+    text-only ones among themselves), shuffled, ``turns`` question-answer turns per conversation,
+    the screenshot in the first user turn. Records ``{"messages", "images", "skills",
+    "sample_ids"}`` for TRL's conversational VLM path with the loss on every assistant turn
+    (``SFTConfig(assistant_only_loss=True)``): one image encoding serves ``turns`` answers.
+    The first turn of each conversation is exactly :func:`pretraining_records`' prompt."""
+    import random
+
+    if turns < 1:
+        raise ValueError(f"turns must be >= 1, got {turns}")
+    root = str(image_root).rstrip("/")
+    groups: dict[str | None, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.image, []).append(s)
+    rng = random.Random(f"conversations-{seed}")
+    out = []
+    for image in sorted(groups, key=lambda k: (k is None, k or "")):
+        group = groups[image]
+        rng.shuffle(group)
+        for i in range(0, len(group), turns):
+            chunk = group[i : i + turns]
+            messages: list[dict[str, Any]] = []
+            for j, s in enumerate(chunk):
+                q, a = sample_prompt(s, screen_size=screen_size, min_pixels=min_pixels, max_pixels=max_pixels)
+                content: list[dict[str, Any]] = [{"type": "text", "text": q}]
+                if j == 0 and image is not None:
+                    content.insert(0, {"type": "image"})
+                messages += [{"role": "user", "content": content}, *_assistant(str(a))]
+            out.append(
+                {
+                    "messages": messages,
+                    "images": [f"{root}/{image}" if root else image] if image is not None else [],
+                    "skills": [s.skill for s in chunk],
+                    "sample_ids": [s.sample_id for s in chunk],
+                }
+            )
+    rng.shuffle(out)
+    return out
+
+
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file; a bad line raises ``ValueError`` naming the file and line."""
     rows = []
@@ -183,11 +303,15 @@ def read_records(path: str | Path, *, image_root: str | Path | None = None) -> l
 
 def to_dataset(records: list[dict[str, Any]]):
     """A ``datasets.Dataset`` whose ``images`` column decodes to PIL images on access; records that
-    hold no image at all (a text-only model's) lose the column, so TRL trains them as text."""
+    hold no image at all (a text-only model's) lose the column, so TRL trains them as text.
+    Conversation records (:func:`pretraining_conversations`) keep ``messages`` and ``images`` only."""
     from datasets import Dataset, Image, List
 
     if not records:
         raise ValueError("no training records: the data folder is empty or the filters removed everything")
+    if "messages" in records[0]:
+        rows = [{"messages": r["messages"], "images": list(r.get("images") or [])} for r in records]
+        return Dataset.from_list(rows).cast_column("images", List(Image()))
     if not any(r.get("images") for r in records):
         return Dataset.from_list([{k: v for k, v in r.items() if k != "images"} for r in records])
     return Dataset.from_list(records).cast_column("images", List(Image()))

@@ -14,6 +14,10 @@ Stages:
   Table 7: r=8, alpha=16, dropout=0.1; all parameters when ``lora.enabled`` is false, as in
   the tiny profile), loss on the completion only, on trajectory steps for every history
   setting of ``sft.histories``.
+* ``pretrain``: the tiny base model's pretraining (:mod:`guirl.train.pretrain`): every parameter,
+  on multi-turn conversations about one MiniGUI screenshot each, the loss on every assistant
+  turn (TRL's ``assistant_only_loss`` with its Qwen2.5-VL training template), recipe from the
+  ``pretrain`` section.
 * ``records``: the same training as ``sft`` on records a study wrote (:data:`RECORDS_INPUT`, a
   JSONL of :mod:`guirl.train.data` records: a planner's plans, a coordinator's instructions, a
   memory-carrying agent's steps), for what recorded trajectory steps alone do not give. Records
@@ -48,7 +52,7 @@ FINAL_DIR = "final"
 #: The stage input of a ``records`` stage: the JSONL of training records (:func:`guirl.train.data.write_records`).
 RECORDS_INPUT = "records"
 #: What each stage trains on; ``records`` reads its records from the stage input of that name.
-SFT_STAGES = ("grounding", "sft", "records")
+SFT_STAGES = ("grounding", "sft", "records", "pretrain")
 #: Written into ``checkpoint-<step>/`` after the trainer saved all of it (``{"global_step",
 #: "train_seconds"}``): a checkpoint without it is incomplete and never resumed from.
 COMPLETE_FILE = "guirl_complete.json"
@@ -142,6 +146,8 @@ def build_records(
     m = cfg.model
     if stage not in SFT_STAGES:
         raise ValueError(f"unknown SFT stage {stage!r}; known: {', '.join(SFT_STAGES)}")
+    if stage == "pretrain":
+        return pretrain_records(cfg, data_dir)
     if stage == "records":
         if not inputs or RECORDS_INPUT not in inputs:
             raise ValueError(f"a records stage needs the input {RECORDS_INPUT!r} (a JSONL of training records)")
@@ -163,6 +169,37 @@ def build_records(
     train = train_split(data_dir)
     return sft_records(
         train.episodes, specs, image_root=train.image_root, min_pixels=m.min_pixels, max_pixels=m.max_pixels
+    )
+
+
+def pretrain_records(cfg: RunConfig, data_dir: Path) -> list[dict[str, Any]]:
+    """The ``pretrain`` stage's conversations from a :func:`guirl.train.pretrain.write_pretraining_data`
+    folder (``train.jsonl``; the probes are never trained on), ``cfg.pretrain.turns`` turns each."""
+    from guirl.env.pretraining import read_samples
+    from guirl.train.data import pretraining_conversations
+    from guirl.train.pretrain import read_manifest
+
+    if cfg.pretrain is None:
+        raise ValueError("a pretrain stage needs the config section 'pretrain' (configs/profiles/tiny.yaml has one)")
+    manifest = read_manifest(data_dir)
+    if manifest is None:
+        raise ValueError(
+            f"{data_dir}: no manifest.json; write the folder with guirl.train.pretrain.write_pretraining_data"
+        )
+    samples = read_samples(data_dir / "train.jsonl")
+    if len(samples) != sum(manifest["train"].values()):
+        raise ValueError(
+            f"{data_dir / 'train.jsonl'}: {len(samples)} samples, the manifest says {sum(manifest['train'].values())}"
+            " (a torn folder: delete it and rerun notebook 09)"
+        )
+    return pretraining_conversations(
+        samples,
+        image_root=data_dir,
+        screen_size=(cfg.data.width, cfg.data.height),
+        min_pixels=cfg.model.min_pixels,
+        max_pixels=cfg.model.max_pixels,
+        turns=cfg.pretrain.turns,
+        seed=cfg.seed,
     )
 
 
@@ -229,6 +266,23 @@ def training_args(cfg: RunConfig, stage: str, output_dir: Path):
         max_length=None,  # never truncate: truncation would cut image placeholder tokens
         deepspeed=str(resolve_repo_path(cfg.runtime.deepspeed_config)) if cfg.runtime.deepspeed_config else None,
     )
+    if stage == "pretrain":
+        p = cfg.pretrain
+        if p is None:
+            raise ValueError("a pretrain stage needs the config section 'pretrain'")
+        return SFTConfig(
+            **{**common, "completion_only_loss": None},
+            assistant_only_loss=True,  # every answer of the conversation (TRL's Qwen2.5-VL training template)
+            learning_rate=p.learning_rate,
+            max_steps=p.max_steps,
+            per_device_train_batch_size=p.per_device_batch_size,
+            gradient_accumulation_steps=1,
+            warmup_steps=p.warmup_ratio,
+            lr_scheduler_type=p.lr_scheduler_type,
+            weight_decay=0.0,
+            save_steps=max(1, min(p.save_steps, p.max_steps)),
+            logging_steps=_logging_steps(p.max_steps),
+        )
     if stage == "grounding":
         g = cfg.grounding
         return SFTConfig(

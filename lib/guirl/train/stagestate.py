@@ -124,6 +124,8 @@ ENTRY_READS: dict[tuple[str, str | None], tuple[str, ...]] = {
         "sft.system_prompt",
     ),
     (SFT_ENTRY_NAME, "sft"): (*_RUN_KEYS, "lora", "sft"),
+    # the tiny base model's pretraining: its section and the screen size its samples are drawn at
+    (SFT_ENTRY_NAME, "pretrain"): (*_RUN_KEYS, "pretrain", "data.width", "data.height"),
     (SFT_ENTRY_NAME, "records"): (*_RUN_KEYS, "lora", "sft"),
     (RL_ENTRY_NAME, None): (
         *_RUN_KEYS,

@@ -17,10 +17,15 @@ __all__ = ["base_model_dir", "minigui_dir", "dataset_dir", "eval_splits", "upstr
 
 
 def base_model_dir(cfg: Config) -> Path:
-    """The checkpoint folder of ``cfg.model``: the cached tiny build for ``path: tiny``
-    (built offline on first use), else the local folder (a clear error if it is missing)."""
+    """The checkpoint folder of ``cfg.model``: the shipped pretrained tiny model for ``path:
+    tiny-base`` (checked and unpacked once, :func:`guirl.models.tiny_base.tiny_base_dir`), the
+    cached random-weight tiny build for ``path: tiny`` (built offline on first use, from ``seed``),
+    else the local folder (a clear error if it is missing)."""
     from guirl.models import build_tiny_model, resolve_checkpoint
+    from guirl.models.tiny_base import tiny_base_dir
 
+    if cfg.model.is_tiny_base:
+        return tiny_base_dir()
     if cfg.model.is_tiny:
         return build_tiny_model(seed=cfg.seed)
     return resolve_checkpoint(cfg.model.local_dir())
