@@ -817,7 +817,7 @@ def test_a_record_past_a_bound_is_named_and_skipped_and_the_rest_loads(tmp_path,
     import time
 
     root = mf.MAKERS["uis1"](tmp_path)
-    path = root / "std.jsonl"
+    path = root / "std_test.jsonl"
     lines = path.read_text().splitlines()
     bad = json.dumps(edit(json.loads(lines[0]), root))
     bad = bad.replace('"@DEEP100000@"', _deep(100_000)).replace('"@DEEP100@"', _deep(100))

@@ -406,14 +406,17 @@ def test_smoke_chain_runs_through_slurm(cluster, isolated_outputs, capsys) -> No
 
 @pytest.mark.slow
 def test_a_failed_job_leaves_no_stamp_and_its_reader_never_runs(cluster, isolated_outputs, capsys) -> None:
-    # Stamps of earlier runs (stale: not this config's); a data path that does not exist makes 00
-    # fail in its job, after the runner removed 00's old stamp; 01 is cancelled without starting.
+    # Stamps of earlier runs (stale: not this config's); a data folder without the AITZ layout
+    # (it exists: a missing one is refused before anything is submitted) makes 00 fail in its job,
+    # after the runner removed 00's old stamp; 01 is cancelled without starting.
     runs = isolated_outputs["GUIRL_RUNS"].resolve() / "tiny"
     runs.mkdir(parents=True)
     for stem in ("00_data_prep", "01_sft"):
         (runs / f"{stem}.stamp.json").write_text(json.dumps({"notebook": stem, "fingerprint": {}}) + "\n")
     stamp_01 = (runs / "01_sft.stamp.json").read_bytes()
-    bad = _submit(cluster, "--override", "data.source=aitz", "--override", "data.path=/nonexistent/aitz")
+    not_aitz = runs.parent / "not_aitz"
+    not_aitz.mkdir()
+    bad = _submit(cluster, "--override", "data.source=aitz", "--override", f"data.path={not_aitz}")
     assert bad.returncode == 0, bad.stderr
     failed = {r["notebook"]: r["job_id"] for r in read_records(runs / "slurm" / "jobs.jsonl")}
     assert list(failed) == ["00_data_prep", "01_sft"]
@@ -422,7 +425,7 @@ def test_a_failed_job_leaves_no_stamp_and_its_reader_never_runs(cluster, isolate
         print(f"\nfailed chain:\n{_report(cluster, list(failed.values()))}")
     assert states[failed["00_data_prep"]][0] == "FAILED"
     assert states[failed["01_sft"]] == ("CANCELLED", "DependencyNeverSatisfied")
-    assert "FileNotFoundError" in (runs / "slurm" / f"00_data_prep-{failed['00_data_prep']}.log").read_text()
+    assert "SplitFileError" in (runs / "slurm" / f"00_data_prep-{failed['00_data_prep']}.log").read_text()
     assert not (runs / "slurm" / f"01_sft-{failed['01_sft']}.log").exists()  # never started
     assert not (runs / "00_data_prep.stamp.json").exists()
     assert (runs / "01_sft.stamp.json").read_bytes() == stamp_01

@@ -211,26 +211,32 @@ def mirrored_keys(cfg: RunConfig) -> tuple[str, ...]:
     ``agentcpm.eval.n_tasks``: fields of a section with ``mirrors``, :mod:`guirl.configbase`). A
     stage that uses them runs with them moved into the kernel keys (``stage_updates``), which its
     fingerprint covers; as they stand in the section they are other stages' values (and, derived
-    from the kernel keys by the recipes' precedence rule, would follow every kernel key)."""
+    from the kernel keys by the recipes' precedence rule, would follow every kernel key). Read from
+    the config's schema, so no section's values are read."""
+    import typing
+
     from pydantic import BaseModel
 
     from guirl.configbase import Section, mirrored_fields
 
+    def section_types(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type):
+            return [annotation] if issubclass(annotation, BaseModel) else []
+        return [t for arg in typing.get_args(annotation) for t in section_types(arg)]
+
     out: list[str] = []
 
-    def walk(section: BaseModel, prefix: str, top: bool) -> None:
-        if not top and isinstance(section, Section) and type(section).mirrors is not None:
-            out.extend(f"{prefix}{name}" for name in mirrored_fields(section))
-        for name in type(section).model_fields:
-            value = getattr(section, name)
-            if isinstance(value, BaseModel):
-                walk(value, f"{prefix}{name}.", False)
+    def walk(cls: type[BaseModel], prefix: str, top: bool) -> None:
+        if not top and issubclass(cls, Section) and cls.mirrors is not None:
+            out.extend(f"{prefix}{name}" for name in mirrored_fields(cls))
+        for name, info in cls.model_fields.items():
+            for sub in section_types(info.annotation):
+                walk(sub, f"{prefix}{name}.", False)
 
-    for name in type(cfg).model_fields:  # type: ignore[attr-defined]
-        value = getattr(cfg, name)
-        if isinstance(value, BaseModel):
-            walk(value, f"{name}.", True)
-    return tuple(out)
+    for name, info in type(cfg).model_fields.items():  # type: ignore[attr-defined]
+        for sub in section_types(info.annotation):
+            walk(sub, f"{name}.", True)
+    return tuple(dict.fromkeys(out))
 
 
 def config_part(cfg: RunConfig, keys: tuple[str, ...] | None) -> dict[str, Any]:
@@ -390,7 +396,27 @@ def write_reads(output_dir: Path, cfg: RunConfig, keys: Iterable[str]) -> Path |
             values[key] = _value_at(data, key)
         except KeyError:
             continue
-    return write_json_atomic(Path(output_dir) / READS_FILE, {"config": values, "modules": module_hashes()})
+    return write_json_atomic(Path(output_dir) / READS_FILE, {"config": values, "modules": stage_modules()})
+
+
+#: ``guirl`` modules no training stage runs (the notebook layer and the run orchestration): a stage
+#: trained inside a notebook's kernel (``runtime.stage_launcher: auto``) finds them imported all the
+#: same, and an edit of one must not retrain it.
+NOT_STAGE_MODULES = (
+    "guirl.studies",
+    "guirl.runner",
+    "guirl.dag",
+    "guirl.slurm",
+    "guirl.report",
+    "guirl.breakdown",
+    "guirl.conclusions",
+)
+
+
+def stage_modules() -> dict[str, str]:
+    """The ``guirl`` modules of this process a stage may have run, with their hashes
+    (:func:`guirl.contenthash.module_hashes` less :data:`NOT_STAGE_MODULES`)."""
+    return {k: v for k, v in module_hashes().items() if not _under(k, NOT_STAGE_MODULES)}
 
 
 def undeclared_reads(stage: Stage) -> list[str]:
