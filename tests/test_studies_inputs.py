@@ -149,11 +149,19 @@ def test_a_reader_racing_a_rebuild_never_sees_mixed_or_short_data(tmp_path: Path
 
 # ----------------------------------------------------------------------------- base_model_dir
 def test_base_model_dir_tiny_is_the_cached_build(session_cache: Path) -> None:
-    built = build_tiny_model(session_cache / "models", seed=0)  # the session's one tiny build
+    # random weights (model.path: tiny): the session's one tiny build, reused
+    built = build_tiny_model(session_cache / "models", seed=0)
     stamp = (built / "config.json").stat().st_mtime_ns
-    got = base_model_dir(load_config("tiny"))
+    got = base_model_dir(load_config("tiny", overrides=["model.path=tiny"]))
     assert got.resolve() == built.resolve()
     assert (got / "config.json").stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_base_model_dir_of_the_tiny_profile_is_the_shipped_base(session_cache: Path) -> None:
+    from guirl.models.tiny_base import tiny_base_dir
+
+    got = base_model_dir(load_config("tiny"))  # the profile's default: tiny-base
+    assert got.resolve() == tiny_base_dir().resolve() and got.name.startswith("tiny-base-")
 
 
 @pytest.mark.parametrize(
