@@ -117,8 +117,9 @@ def _stop_on_non_finite(stage: str, cfg: RunConfig):
 
     from guirl.train.stagestate import check_finite_number, check_finite_weights
 
-    key = "grounding.learning_rate" if stage == "grounding" else "sft.learning_rate"
-    lr = cfg.grounding.learning_rate if stage == "grounding" else cfg.sft.learning_rate
+    section = stage if stage in ("grounding", "pretrain") else "sft"  # the section holding the stage's rate
+    key = f"{section}.learning_rate"
+    lr = getattr(cfg, section).learning_rate
     hint = f"lower {key} (now {lr:g}) and train again"
 
     class StopOnNonFinite(TrainerCallback):
