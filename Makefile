@@ -43,7 +43,7 @@ SETUP_DEPS  := requirements/cpu.txt requirements/constraints.txt pyproject.toml
 NOTEBOOKS   := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS  := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: help setup lint format test test-fast reproduce profile lab clean distclean list-notebooks bench bench-env bench-gpu tiny-model tiny-base $(NB_TARGETS)
+.PHONY: help setup lint format test test-fast reproduce profile lab clean distclean list-notebooks setup-table bench bench-env bench-gpu tiny-model tiny-base $(NB_TARGETS)
 
 help: ## list the targets
 	@echo "usage: make TARGET [PROFILE=tiny|paper-3b|paper-7b] [FORCE=1] [SMOKE=1] [SLURM=1|NAME] [ARGS='runner arguments']"
@@ -120,6 +120,9 @@ tiny-model: setup ## build (or reuse) the cached random-weight tiny Qwen2.5-VL a
 tiny-base: setup ## rebuild the shipped pretrained tiny model (notebook 09 with pretrain.rebuild=true, then install it with its card)
 	$(PY) -m guirl.runner notebooks/09_tiny_pretraining.ipynb --profile tiny --override pretrain.rebuild=true $(ARGS)
 	$(PY) -m guirl.models.tiny_base install "$$($(PY) -c 'from guirl.paths import runs_dir; print(runs_dir("tiny") / "09_tiny_pretraining" / "pretrain")')"
+
+setup-table: setup ## regenerate docs/fidelity/training-setup.md: each paper's training-setup values beside the paper profiles' resolved values
+	$(PY) -m guirl.setups --write
 
 list-notebooks: ## print the notebooks that `make reproduce` runs, in order
 	@for nb in $(NOTEBOOKS); do echo $$nb; done
