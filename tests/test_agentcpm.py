@@ -252,7 +252,7 @@ def test_paper_recipe_on_the_paper_profile():
 
 
 def test_the_tiny_recipe_trains_with_the_tiny_profiles_values():
-    cfg = load_config("tiny", "07_agentcpm_androidlong")
+    cfg = load_config("tiny", "07_agentcpm_androidlong.tiny")
     s = cfg.replace(sft_updates(cfg))
     assert s.sft.system_prompt == "agentcpm_short" and s.sft.learning_rate == cfg.sft.learning_rate
     assert s.sft.max_steps == cfg.agentcpm.sft.max_steps and s.model.max_pixels == cfg.model.max_pixels

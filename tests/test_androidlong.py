@@ -318,7 +318,7 @@ def test_variant_updates_on_the_paper_profile():
 
 def test_variant_updates_on_the_tiny_recipe():
     # the tiny recipe: the tiny profile's own training values (PROFILE) and 07's CPU sizes
-    cfg = load_config("tiny", "07_agentcpm_androidlong")
+    cfg = load_config("tiny", "07_agentcpm_androidlong.tiny")
     v = cfg.replace(variant_updates(cfg, memory=True))
     assert v.rl.learning_rate == cfg.rl.learning_rate and v.sft.max_steps == cfg.androidlong.sft.max_steps == 100
     assert (v.rl.group_size, v.rl.prompts_per_step, v.rl.max_steps) == (4, 2, 4)
@@ -335,7 +335,7 @@ def test_online_grpo_hooks_with_a_scripted_policy(tmp_path):
     from guirl.methods.androidlong.rl import androidlong_rl_hooks
     from guirl.rl.hooks import HookInputs
 
-    cfg = load_config("tiny", "07_agentcpm_androidlong", overlays=["smoke"])
+    cfg = load_config("tiny", "07_agentcpm_androidlong.tiny", overlays=["smoke"])
     cfg = cfg.replace({**variant_updates(cfg, memory=True), "eval.max_turns": 3})
     hooks = androidlong_rl_hooks(cfg, HookInputs(data_dir=tmp_path))
     tasks = hooks.tasks.next(cfg.rl.prompts_per_step)

@@ -81,6 +81,29 @@ def test_the_tiny_recipe_takes_the_profiles_own_values() -> None:
     assert (paper.sft.learning_rate, paper.lora.r) == (3e-5, 8)  # CCPO Table 7: the kernel keys (01, 02)
 
 
+def test_papers_that_name_no_adapter_fine_tune_all_parameters() -> None:
+    """The paper profiles' ``lora`` is CCPO Table 7's (notebook 01's SFT): AgentCPM-GUI's Stage II
+    (Table 4), AndroidLong's SFT (App. C.2) and Co-EPG's SFT (App. B) name no adapter and train
+    all parameters; CES's warm-up keeps its own LoRA (App. B.2); an override of a paper's switch wins."""
+    from guirl.methods.agentcpm.config import sft_updates
+    from guirl.methods.androidlong.config import variant_updates
+    from guirl.methods.coepg.config import sft_stage_config
+
+    paper = load_config("paper-7b")
+    assert paper.lora.enabled is True  # CCPO Table 7
+    assert sft_updates(paper)["lora.enabled"] is False
+    assert variant_updates(paper, memory=False)["lora.enabled"] is False
+    assert sft_stage_config(paper).lora.enabled is False
+    assert stage_updates(paper.ces.warmup)["lora.enabled"] is True
+    on = load_config("paper-7b", overrides=["agentcpm.sft.lora.enabled=true", "coepg.sft.lora.enabled=true"])
+    assert sft_updates(on)["lora.enabled"] is True and sft_stage_config(on).lora.enabled is True
+    # the tiny recipe takes the profile's switch (all parameters there too)
+    tiny = load_config("tiny")
+    assert (tiny.agentcpm.sft.lora.enabled, tiny.androidlong.sft.lora.enabled, tiny.coepg.sft.lora.enabled) == (
+        tiny.lora.enabled,
+    ) * 3
+
+
 def test_ccpo_recipe_follows_the_data_set() -> None:
     # CCPO Tables 7-8 by column, in the kernel keys of the paper profiles; the tiny profile keeps its own
     go = load_config("paper-3b", "guiodyssey")

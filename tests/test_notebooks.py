@@ -863,7 +863,9 @@ def smoke_chain_test(chain: str) -> Callable[..., None] | None:
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert errors == []
         # the run's config: the profile, the notebook's own experiment file (if any) and the smoke overlay
-        assert load_config(result.config_path) == load_config("tiny", default_experiment(notebook), overlays=["smoke"])
+        assert load_config(result.config_path) == load_config(
+            "tiny", default_experiment(notebook, "tiny"), overlays=["smoke"]
+        )
         CHECKS[notebook.stem](Outputs(result, smoke_roots["GUIRL_FIGURES"]), smoke_state)
 
     return test_notebook_smoke

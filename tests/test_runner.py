@@ -132,6 +132,26 @@ def test_default_experiment_is_the_notebook_stem(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr("guirl.runner.configs_dir", lambda: root)
     assert default_experiment(Path("notebooks/05_x.ipynb")) == "05_x"
     assert default_experiment(Path("notebooks/06_y.ipynb")) is None
+    # a file for one profile wins on that profile only
+    (root / "experiments" / "05_x.tiny.yaml").write_text("seed: 3\n")
+    (root / "experiments" / "06_y.tiny.yaml").write_text("seed: 3\n")
+    assert default_experiment(Path("notebooks/05_x.ipynb"), "tiny") == "05_x.tiny"
+    assert default_experiment(Path("notebooks/05_x.ipynb"), "paper-3b") == "05_x"
+    assert default_experiment(Path("notebooks/06_y.ipynb"), "tiny") == "06_y.tiny"
+    assert default_experiment(Path("notebooks/06_y.ipynb"), "paper-7b") is None
+
+
+def test_07s_cpu_sizes_apply_on_the_tiny_profile_only() -> None:
+    """07's online sizes (12 tasks, 15 turns) are tiny-profile values: a paper profile keeps
+    AndroidLong Table 7's 100 turns."""
+    tiny = plan_run("notebooks/07_agentcpm_androidlong.ipynb", "tiny")
+    paper = plan_run("notebooks/07_agentcpm_androidlong.ipynb", "paper-7b")
+    assert (tiny.experiment, tiny.config.eval.n_tasks, tiny.config.eval.max_turns) == (
+        "07_agentcpm_androidlong.tiny",
+        12,
+        15,
+    )
+    assert (paper.experiment, paper.config.eval.max_turns) == (None, 100)
 
 
 def test_list_notebooks_is_sorted_and_numbered(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ NOTEBOOKS = {
     "02_ccpo_rl": (None, ("rl",)),
     "03_coepg_iterations": (None, ("sft", "rl")),
     "04_ces_staged_rl": ("04_ces_staged_rl", ("sft", "rl")),
-    "07_agentcpm_androidlong": ("07_agentcpm_androidlong", ("sft", "rl")),
+    "07_agentcpm_androidlong": ("07_agentcpm_androidlong.tiny", ("sft", "rl")),
 }
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "PROFILE",
     "RunConfig",
     "Sampling",
+    "StageAdapter",
     "stage_updates",
     "mirrored_fields",
     "MAX_STEPS",
@@ -156,6 +157,16 @@ def stage_updates(section: Section) -> dict[str, Any]:
         elif name not in cls.own:
             out[f"{cls.mirrors}.{name}"] = value.model_dump() if isinstance(value, BaseModel) else value
     return out
+
+
+class StageAdapter(Section):
+    """Whether a paper's fine-tuning stage trains a LoRA adapter: the stage value of the kernel key
+    ``lora.enabled`` (the adapter's shape stays ``lora.r`` / ``alpha`` / ``dropout``). A paper that
+    names no adapter trains all parameters (``enabled: false``), whatever the profile's ``lora``
+    (the paper profiles' ``lora`` is CCPO Table 7's, notebook 01's)."""
+
+    mirrors: ClassVar[str] = "lora"
+    enabled: bool = False
 
 
 class Sampling(Section):

@@ -46,7 +46,8 @@ interrupted run leaves no stamp, so the next run resumes there.
 
 ``--slurm`` submits the notebooks that would run as SLURM jobs instead (:mod:`guirl.slurm`).
 
-The experiment defaults to ``configs/experiments/<notebook stem>.yaml`` when that file exists.
+The experiment defaults to the notebook's own file: ``configs/experiments/<notebook stem>.<profile>.yaml``
+(sizes for one profile alone) when it exists, else ``configs/experiments/<notebook stem>.yaml``.
 The notebook contract is in ``docs/architecture.md`` and ``notebooks/README.md``.
 """
 
@@ -170,9 +171,15 @@ def list_notebooks(folder: Path | None = None) -> list[Path]:
     return sorted(p for p in folder.glob(NOTEBOOK_GLOB) if p.is_file())
 
 
-def default_experiment(notebook: Path) -> str | None:
-    """``notebook``'s stem when ``configs/experiments/<stem>.yaml`` exists, else ``None``."""
-    return notebook.stem if (configs_dir() / "experiments" / f"{notebook.stem}.yaml").is_file() else None
+def default_experiment(notebook: Path, profile: str | None = None) -> str | None:
+    """``notebook``'s own experiment: ``<stem>.<profile>`` when ``configs/experiments/<stem>.<profile>.yaml``
+    exists (values for that profile alone, such as 07's CPU-sized online evaluation on ``tiny``),
+    else ``<stem>`` when ``configs/experiments/<stem>.yaml`` exists (every profile), else ``None``."""
+    folder = configs_dir() / "experiments"
+    for name in ([f"{notebook.stem}.{profile}"] if profile else []) + [notebook.stem]:
+        if (folder / f"{name}.yaml").is_file():
+            return name
+    return None
 
 
 def _rel(path: Path) -> str:
@@ -278,7 +285,7 @@ def plan_run(
     params = dict(parameters or {})
     override_list = _override_list(overrides)
     if experiment is None:
-        experiment = default_experiment(nb)
+        experiment = default_experiment(nb, profile)
     cfg = load_config(profile, experiment, override_list, overlays=overlays, notebook=nb.stem)
     _check_parameters(nb, notebook_parameters(content), params, cfg)
     _check_sections(nb, sections, cfg)

@@ -42,6 +42,7 @@ from guirl.configbase import (
     PROFILE,
     RunConfig,
     Section,
+    StageAdapter,
     stage_updates,
 )
 from guirl.methods.agentcpm.mapping import VARIANTS
@@ -84,7 +85,7 @@ class AgentCPMSFT(Section):
     caps the longest image side (:func:`longest_side_pixels`, into ``model.max_pixels``)."""
 
     mirrors: ClassVar[str] = "sft"
-    own: ClassVar[tuple[str, ...]] = ("max_line_res", "runtime")
+    own: ClassVar[tuple[str, ...]] = ("max_line_res", "runtime", "lora")
     max_line_res: int = Field(default=1120, ge=28, le=MAX_SIDE)  # AgentCPM-GUI Table 4: longest image side (px)
     per_device_batch_size: int = Field(default=1, ge=1, le=MAX_BATCH)  # AgentCPM-GUI Table 4
     grad_accum: int = Field(default=1, ge=1, le=MAX_BATCH)  # AgentCPM-GUI Table 4
@@ -98,6 +99,7 @@ class AgentCPMSFT(Section):
         default_factory=lambda: ["3AO"], min_length=1
     )
     runtime: AgentCPMSFTRuntime = Field(default_factory=AgentCPMSFTRuntime)
+    lora: StageAdapter = Field(default_factory=StageAdapter)  # AgentCPM-GUI Table 4: all parameters (no adapter)
 
 
 class AgentCPMRFT(Section):
@@ -243,6 +245,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
     }
     out.update({f"agentcpm.sft.{k}": PROFILE for k in ("lr_scheduler_type", "histories")})
     out.update({"agentcpm.sft.runtime.bf16": PROFILE, "agentcpm.sft.runtime.activation_checkpointing": PROFILE})
+    out["agentcpm.sft.lora.enabled"] = PROFILE
     out.update(
         {
             f"agentcpm.rft.{k}": PROFILE

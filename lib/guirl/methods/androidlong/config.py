@@ -58,12 +58,14 @@ class AndroidLongSFT(Section):
     """Cold-start SFT (AndroidLong App. C.2): stage values of ``sft``."""
 
     mirrors: ClassVar[str] = "sft"
+    own: ClassVar[tuple[str, ...]] = ("lora",)
     epochs: float = Field(default=2, gt=0, le=cb.MAX_EPOCHS)  # AndroidLong App. C.2
     learning_rate: float = Field(default=1e-5, gt=0, le=cb.MAX_LR)  # AndroidLong App. C.2: cosine from 1e-5
     lr_scheduler_type: Literal[LR_SCHEDULERS] = "cosine"  # type: ignore[valid-type]  # AndroidLong App. C.2
     max_steps: int | None = Field(
         default=None, ge=1, le=cb.MAX_STEPS
     )  # not a paper value: a step budget (null: epochs)
+    lora: cb.StageAdapter = Field(default_factory=cb.StageAdapter)  # AndroidLong App. C.2: all parameters (no adapter)
 
 
 class AndroidLongRL(Section):
@@ -142,6 +144,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         return {"androidlong.rl.max_steps": PROFILE}
     out: dict[str, Any] = {f"androidlong.model.{k}": PROFILE for k in ("min_pixels", "max_pixels")}
     out.update({f"androidlong.sft.{k}": PROFILE for k in ("epochs", "learning_rate", "lr_scheduler_type")})
+    out["androidlong.sft.lora.enabled"] = PROFILE
     out.update(
         {
             f"androidlong.rl.{k}": PROFILE

@@ -54,6 +54,7 @@ from guirl.configbase import (
     RunConfig,
     Sampling,
     Section,
+    StageAdapter,
     stage_updates,
 )
 from guirl.methods.coepg.reward import PAPER_PRIORS, CoEPGConfig, Weighting
@@ -88,6 +89,7 @@ class CoEPGSFT(Section):
     """SFT of the planner; the grounder uses the same settings (Co-EPG App. B). Stage values of ``sft``."""
 
     mirrors: ClassVar[str] = "sft"
+    own: ClassVar[tuple[str, ...]] = ("lora",)
     learning_rate: float = Field(default=1e-6, gt=0, le=MAX_LR)  # Co-EPG App. B
     lr_scheduler_type: Literal["cosine", "linear", "constant_with_warmup"] = "cosine"  # Co-EPG App. B: warm-up + cosine
     epochs: float = Field(default=3, gt=0, le=MAX_EPOCHS)  # Co-EPG App. B
@@ -96,6 +98,7 @@ class CoEPGSFT(Section):
         default=1, ge=1, le=MAX_BATCH
     )  # Co-EPG App. B: global batch 96 = 1 x 12 x 8 GPUs;
     grad_accum: int = Field(default=12, ge=1, le=MAX_BATCH)  # the split of the 96 is not given (8 GPUs, App. B)
+    lora: StageAdapter = Field(default_factory=StageAdapter)  # Co-EPG App. B: all parameters (ZeRO-3, no adapter)
 
 
 class CoEPGGRPO(Section):
@@ -266,6 +269,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         "coepg.sft.per_device_batch_size": PROFILE,  # the tiny profile's 8, no accumulation (Co-EPG App. B: 96)
         "coepg.sft.grad_accum": PROFILE,
         "coepg.sft.learning_rate": PROFILE,  # the tiny profile's SFT rate, 3e-3 (Co-EPG App. B: 1e-6)
+        "coepg.sft.lora.enabled": PROFILE,
         "coepg.sft.max_steps": 60,
         "coepg.grpo.max_steps": 6,
         "coepg.grpo.group_size": PROFILE,  # the tiny profile's 4 (Co-EPG App. B: 7)
