@@ -410,7 +410,6 @@ class _FakeExecutor:
 def ces_cfg():
     return load_config(
         "tiny",
-        "04_ces_staged_rl",
         overrides=["ces.rl_pool=6", "rl.histories=[1AO]", "ces.executor_prompt=step_instruction"],
     )
 
@@ -574,8 +573,22 @@ def test_the_paper_rule_is_the_default_protocol_and_the_as_run_one_an_option():
     import guirl.methods as methods
 
     assert methods.get("ces").eval_protocol == "ces_paper"
-    assert load_config("tiny", "04_ces_staged_rl").eval.protocol == "ces_paper"  # 04 scores with it
-    assert load_config("tiny", "04_ces_staged_rl", overrides=["eval.protocol=ces"]).eval.protocol == "ces"
+    from guirl.runner import DataSourceError, plan_run
+    from guirl.studies.shared.evaluation import paper_eval_config
+
+    # 04 scores with CES's rule on every profile and data set it runs on; the others stop in one line:
+    # no experiment file changes the protocol silently
+    for profile in ("tiny", "paper-7b"):
+        for experiment in (None, "guiodyssey"):
+            cfg = plan_run("notebooks/04_ces_staged_rl.ipynb", profile, experiment=experiment).config
+            assert paper_eval_config(cfg, "ces").eval.protocol == "ces_paper", (profile, experiment)
+        for experiment in ("aitz", "amex", "androidcontrol"):
+            with pytest.raises(DataSourceError, match="pass --experiment guiodyssey"):
+                plan_run("notebooks/04_ces_staged_rl.ipynb", profile, experiment=experiment)
+            cfg = load_config(profile, experiment)  # the section itself holds CES's rule on any data set
+            assert paper_eval_config(cfg, "ces").eval.protocol == "ces_paper", (profile, experiment)
+    # the as-run evaluator is an option, and an override wins
+    assert paper_eval_config(load_config("tiny", overrides=["eval.protocol=ces"]), "ces").eval.protocol == "ces"
     assert set(methods.get("ces").hooks) == {"ces.coordinator", "ces.state_tracker"}
 
 
@@ -677,7 +690,7 @@ def test_failure_tables_are_paired_over_the_same_steps():
     from guirl.metrics.records import prediction_record
     from guirl.studies.ces_staged_rl import failure_paired, failure_table
 
-    cfg = load_config("tiny", "04_ces_staged_rl", overrides=["eval.bootstrap_samples=50"])
+    cfg = load_config("tiny", overrides=["eval.bootstrap_samples=50"])
     outs = {
         "alone": ["garbage"] * 5,
         "ces": ['<action>{"action": "click", "coordinate": [56, 101]}</action>'] + ["garbage"] * 4,

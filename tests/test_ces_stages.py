@@ -60,7 +60,7 @@ def tiny_vl(session_cache: Path) -> Path:
 
 
 def _cfg(tiny_vl: Path, *extra: str):
-    return load_config("tiny", "04_ces_staged_rl", overrides=[*SMALL, f"ces.executor_model={tiny_vl}", *extra])
+    return load_config("tiny", overrides=[*SMALL, f"ces.executor_model={tiny_vl}", *extra])
 
 
 def test_stage2_leaves_the_coordinator_bit_identical(tiny_vl, minigui, tmp_path):

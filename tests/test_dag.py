@@ -524,6 +524,45 @@ def test_notebook_profiles_errors(profiles) -> None:
         dag.notebook_profiles("nb.ipynb", {"metadata": {"guirl": {"reads": [], "profiles": profiles}}, "cells": []})
 
 
+@pytest.mark.parametrize("sources", [[], "minigui", [""], [1]])
+def test_notebook_data_sources_errors(sources) -> None:
+    with pytest.raises(dag.DagError, match="metadata.guirl.data_sources: must be a non-empty list"):
+        dag.notebook_data_sources(
+            "nb.ipynb", {"metadata": {"guirl": {"reads": [], "data_sources": sources}}, "cells": []}
+        )
+
+
+def test_a_notebook_for_some_data_sets_stops_in_one_line_alone_and_is_left_out_of_a_dag_run(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from guirl import runner
+
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    a = make_notebook(folder / "00_a.ipynb", PARAMS, [LOAD])
+    b = make_notebook(folder / "01_states.ipynb", PARAMS, [LOAD])
+    nb = json.loads(b.read_text())
+    nb["metadata"]["guirl"]["data_sources"] = ["minigui", "guiodyssey"]
+    b.write_text(json.dumps(nb))
+    assert dag.notebook_data_sources(b) == ("minigui", "guiodyssey")
+    assert plan_run(b, "tiny").config.data.source == "minigui"
+    assert plan_run(b, "tiny", experiment="guiodyssey").config.data.source == "guiodyssey"
+    with pytest.raises(
+        runner.DataSourceError,
+        match=r"^.*01_states.ipynb: runs on data.source minigui, guiodyssey only \(metadata.guirl.data_sources\), "
+        r"not 'aitz'; pass --experiment guiodyssey$",
+    ):
+        plan_run(b, "tiny", experiment="aitz")
+    monkeypatch.setattr(runner, "list_notebooks", lambda folder=None: [a, b])
+    main(["--all", "--profile", "tiny", "--experiment", "aitz", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "[guirl.runner] 01_states: left out: runs on data.source minigui, guiodyssey only" in out
+    assert "01_states.ipynb ->" not in out
+    # the notebook alone stops with the one line and starts nothing
+    assert main([str(b), "--profile", "tiny", "--experiment", "aitz", "--dry-run"]) == 2
+    assert "pass --experiment guiodyssey" in capsys.readouterr().err
+
+
 def test_a_notebook_for_some_profiles_is_refused_on_others_and_left_out_of_a_dag_run(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

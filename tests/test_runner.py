@@ -141,6 +141,19 @@ def test_default_experiment_is_the_notebook_stem(tmp_path: Path, monkeypatch: py
     assert default_experiment(Path("notebooks/06_y.ipynb"), "paper-7b") is None
 
 
+def test_04_trains_on_gui_odyssey_on_the_paper_profiles_and_refuses_a_data_set_without_task_states() -> None:
+    """CES needs the task-state annotation (GUI-Odyssey's context, MiniGUI's progress): on a paper
+    profile 04 takes GUI-Odyssey (CES App. B.1) by default; AndroidControl stops in one line."""
+    from guirl.runner import DataSourceError
+
+    for profile in ("paper-3b", "paper-7b"):
+        plan = plan_run("notebooks/04_ces_staged_rl.ipynb", profile)
+        assert (plan.experiment, plan.config.data.source) == (f"04_ces_staged_rl.{profile}", "guiodyssey")
+    assert plan_run("notebooks/04_ces_staged_rl.ipynb", "tiny").config.data.source == "minigui"
+    with pytest.raises(DataSourceError, match=r"not 'androidcontrol'; pass --experiment guiodyssey$"):
+        plan_run("notebooks/04_ces_staged_rl.ipynb", "paper-7b", experiment="androidcontrol")
+
+
 def test_07s_cpu_sizes_apply_on_the_tiny_profile_only() -> None:
     """07's online sizes (12 tasks, 15 turns) are tiny-profile values: a paper profile keeps
     AndroidLong Table 7's 100 turns."""

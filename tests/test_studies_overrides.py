@@ -131,7 +131,7 @@ def _expected(notebook: str, stage: str, key: str, value: Any, cfg: Config) -> A
 NOTEBOOKS = {
     "02_ccpo_rl": (None, ("rl",)),
     "03_coepg_iterations": (None, ("sft", "rl")),
-    "04_ces_staged_rl": ("04_ces_staged_rl", ("sft", "rl")),
+    "04_ces_staged_rl": (None, ("sft", "rl")),
     "07_agentcpm_androidlong": ("07_agentcpm_androidlong.tiny", ("sft", "rl")),
 }
 
@@ -185,7 +185,7 @@ def test_the_checker_can_fail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
     real = cs.rl_config
     monkeypatch.setattr(cs, "rl_config", lambda cfg, role, n: real(cfg, role, n).replace({"rl.learning_rate": 1e-6}))
-    cfg = load_config("tiny", "04_ces_staged_rl", ["rl.learning_rate=2.345e-5"], notebook="04_ces_staged_rl")
+    cfg = load_config("tiny", None, ["rl.learning_rate=2.345e-5"], notebook="04_ces_staged_rl")
     got = {
         name: c.rl.learning_rate
         for name, kind, c in stages("04_ces_staged_rl", cfg, monkeypatch, tmp_path)
@@ -199,7 +199,7 @@ def test_the_saved_config_shows_the_value_that_ran(
     profile: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # the runner saves the resolved config; loaded back (as the notebook does) it builds the same stages
-    cfg = load_config(profile, "04_ces_staged_rl", ["rl.learning_rate=2.345e-5"], notebook="04_ces_staged_rl")
+    cfg = load_config(profile, None, ["rl.learning_rate=2.345e-5"], notebook="04_ces_staged_rl")
     saved = load_config(cfg.save(tmp_path / "04.config.yaml"))
     assert saved == cfg and saved.ces.coordinator.learning_rate == saved.ces.state_tracker.learning_rate == 2.345e-5
     a = {n: c.hash() for n, _, c in stages("04_ces_staged_rl", cfg, monkeypatch, tmp_path)}

@@ -56,6 +56,7 @@ __all__ = [
     "notebook_config",
     "config_digest",
     "notebook_profiles",
+    "notebook_data_sources",
     "source_digest",
     "library_digest",
     "check_reads",
@@ -143,6 +144,23 @@ def notebook_profiles(path: str | Path, nb: Mapping[str, Any] | None = None) -> 
             "leave it out for a notebook that runs on every profile"
         )
     return tuple(profiles)
+
+
+def notebook_data_sources(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
+    """The ``data.source`` values ``path`` can run on (``metadata.guirl.data_sources``, e.g.
+    ``["minigui", "guiodyssey"]`` for notebook 04, whose stages need the data set's task-state
+    annotation); ``None`` (the key left out): every data source."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY) or {}
+    if "data_sources" not in meta:
+        return None
+    sources = meta["data_sources"]
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.data_sources: must be a non-empty list of data.source names (got "
+            f"{sources!r}); leave it out for a notebook that runs on every data set"
+        )
+    return tuple(sources)
 
 
 def source_digest(nb: Mapping[str, Any]) -> str:

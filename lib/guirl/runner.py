@@ -75,6 +75,7 @@ from guirl.config import (
     ConfigError,
     flatten,
     format_override,
+    known_experiments,
     load_config,
     missing_inputs,
     parse_override,
@@ -94,6 +95,7 @@ __all__ = [
     "RunResult",
     "DagStep",
     "list_notebooks",
+    "DataSourceError",
     "default_experiment",
     "notebook_parameters",
     "plan_run",
@@ -116,6 +118,11 @@ NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 class RunnerError(RuntimeError):
     """A run that cannot start (missing notebook, unsafe output path, bad parameter, no kernel)."""
+
+
+class DataSourceError(RunnerError):
+    """A notebook that cannot run on the config's ``data.source`` (``metadata.guirl.data_sources``);
+    a DAG run leaves it out, a run of that notebook alone stops naming the fix."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +282,7 @@ def plan_run(
         reads = dag.notebook_reads(_rel(nb), content)
         sections = dag.notebook_config(_rel(nb), content)
         profiles = dag.notebook_profiles(_rel(nb), content)
+        sources = dag.notebook_data_sources(_rel(nb), content)
     except dag.DagError as err:
         raise RunnerError(str(err)) from None
     if profiles is not None and profile not in profiles:
@@ -287,6 +295,12 @@ def plan_run(
     if experiment is None:
         experiment = default_experiment(nb, profile)
     cfg = load_config(profile, experiment, override_list, overlays=overlays, notebook=nb.stem)
+    if sources is not None and cfg.data.source not in sources:
+        fix = next((s for s in sources if s in known_experiments()), None)
+        raise DataSourceError(
+            f"{_rel(nb)}: runs on data.source {', '.join(sources)} only (metadata.guirl.data_sources), not "
+            f"{cfg.data.source!r}" + (f"; pass --experiment {fix}" if fix else "")
+        )
     _check_parameters(nb, notebook_parameters(content), params, cfg)
     _check_sections(nb, sections, cfg)
     output = Path(output_path) if output_path is not None else runs_dir(cfg.profile) / nb.name
@@ -759,19 +773,25 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"[guirl.runner] no notebooks match notebooks/{NOTEBOOK_GLOB}; nothing to run")
         return 0
     try:  # validate every run before executing any
-        plans = [
-            plan_run(
-                nb,
-                args.profile,
-                experiment=args.experiment,
-                overrides=args.override,
-                overlays=overlays,
-                # -p parameters belong to the named notebook, not to its upstream
-                parameters=parameters if (not args.dag or nb.stem == Path(args.notebook).stem) else None,
-                output_path=args.output,
-            )
-            for nb in notebooks
-        ]
+        plans = []
+        for nb in notebooks:
+            try:
+                plans.append(
+                    plan_run(
+                        nb,
+                        args.profile,
+                        experiment=args.experiment,
+                        overrides=args.override,
+                        overlays=overlays,
+                        # -p parameters belong to the named notebook, not to its upstream
+                        parameters=parameters if (not args.dag or nb.stem == Path(args.notebook).stem) else None,
+                        output_path=args.output,
+                    )
+                )
+            except DataSourceError as err:  # a DAG run leaves out a notebook for other data sets (04)
+                if not use_dag or (args.dag and nb.resolve() == target):
+                    raise
+                print(f"[guirl.runner] {nb.stem}: left out: {str(err).split(': ', 1)[1]}")
         if use_dag:
             dag.check_reads({p.stem: p.reads for p in plans})
     except (ConfigError, RunnerError, dag.DagError) as err:

@@ -24,7 +24,7 @@ not keys: nothing would read them.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -39,6 +39,7 @@ from guirl.configbase import (
     MAX_TOKENS,
     MAX_TURNS,
     PROFILE,
+    Registered,
     RunConfig,
     Section,
 )
@@ -130,10 +131,14 @@ class CESWarmup(Section):
 
 
 class CESEval(Section):
-    """04's evaluation sizes (stage values of ``eval``; CES is silent on them: its tables score whole
-    test sets and it evaluates offline only, so the paper recipe takes the profile's values)."""
+    """04's evaluation: the scoring rule and the sizes (stage values of ``eval``). ``protocol``:
+    CES's own rule on every data set and experiment (a click is right inside the acted element's
+    box, CES Sec. 5.1; ``ces``: the released evaluator as run); an ``--override eval.protocol=...``
+    still wins. The sizes: CES is silent on them (its tables score whole test sets and it evaluates
+    offline only), so the paper recipe takes the profile's values."""
 
     mirrors: ClassVar[str] = "eval"
+    protocol: Annotated[str, Registered("protocol")] = "ces_paper"  # CES Sec. 5.1 (CES-28/29)
     max_test_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # test steps per split (null: all)
     n_tasks: int = Field(default=100, ge=1, le=MAX_COUNT)  # online long-horizon tasks per run
     max_turns: int = Field(default=100, ge=1, le=MAX_TURNS)  # turn limit of an online episode
