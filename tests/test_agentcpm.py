@@ -237,7 +237,19 @@ def test_longest_side_pixels(w, h, res, expected):
 def test_paper_recipe_on_the_paper_profile():
     cfg = load_config("paper-3b")
     s = cfg.replace(sft_updates(cfg))
-    assert (s.sft.output_format, s.sft.system_prompt, s.eval.protocol) == ("agentcpm", None, "agentcpm")
+    # the paper profiles' default data set is AndroidControl: AgentCPM-GUI's AndroidControl rule scores it
+    assert (s.sft.output_format, s.sft.system_prompt, s.eval.protocol) == ("agentcpm", None, "agentcpm_androidcontrol")
+    for source, protocol in (
+        ("guiodyssey", "agentcpm"),
+        ("minigui", "agentcpm"),
+        ("androidcontrol", "agentcpm_androidcontrol"),
+    ):
+        other = load_config(
+            "paper-3b",
+            source if source != "minigui" else None,
+            [f"data.source={source}"] if source == "minigui" else None,
+        )
+        assert other.replace(sft_updates(other)).eval.protocol == protocol, source
     assert (s.sft.learning_rate, s.sft.epochs, s.sft.max_steps, s.sft.warmup_ratio) == (1e-5, 3, None, 0.05)  # Table 4
     assert s.sft.per_device_batch_size * s.sft.grad_accum == 1 and s.sft.lr_scheduler_type == "cosine"
     assert s.sft.histories == ["3AO"] and s.model.max_pixels == 504 * 1120  # 3 turns; longest side 1120

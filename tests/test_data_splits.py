@@ -10,7 +10,7 @@ import pytest
 
 from guirl.actions import Action
 from guirl.data.schema import Episode, SchemaError, Step, write_episodes
-from guirl.data.splits import Split, load_splits, subsplits, swap_goals
+from guirl.data.splits import Split, load_splits, primary_test_split, subsplits, swap_goals
 
 
 def _episode(eid: str, split: str) -> Episode:
@@ -313,3 +313,22 @@ def test_aitz_and_amex_splits(tmp_path):
     amex = mf.PUBLIC["amex"](tmp_path / "src")
     assert {e.split for e in load_dataset("amex", amex).episodes} == {"test"}  # CES evaluates on all of AMEX
     assert {e.split for e in load_dataset("amex", amex, split="train").episodes} == {"train"}
+
+
+@pytest.mark.parametrize(
+    ("names", "want"),
+    [
+        (["train", "test_in_domain", "test_unseen_app", "test_unseen_task"], "test_in_domain"),  # MiniGUI
+        (["train", "validation", "test"], "test"),  # AndroidControl, GUI-Odyssey, AITZ
+        (["test"], "test"),  # AMEX (test only)
+        (["train", "test_website", "test_task", "test_domain"], "test_task"),  # Mind2Web: cross-task
+        (["train", "validation", "test_b", "test_a"], "test_b"),  # else the first test split
+    ],
+)
+def test_primary_test_split(names, want):
+    assert primary_test_split(names) == want
+
+
+def test_primary_test_split_needs_a_test_split():
+    with pytest.raises(ValueError, match="no test split"):
+        primary_test_split(["train", "validation"])

@@ -163,6 +163,48 @@ def test_committed_notebooks_are_clean() -> None:
     assert {k: v for k, v in problems.items() if v} == {}
 
 
+#: Literal paper rows a notebook may name: the paper prints them for one model size only.
+ONE_SIZE_ROWS = {
+    "Qwen2.5VL-7B SFT",  # CCPO Table 5: 7B rows only
+    "Co-EPG-Web-7B-M1",  # Co-EPG Tables 3-4: 7B rows only
+    "Co-EPG-Web-7B-M3",
+    "GUI-R1-7B RL",  # CES Tables 1-2 name their executors' models, not a size of the model that runs
+    "GUI-R1-7B + CES (Ours) Multi-Agent",
+    "GUI-Owl-7B",
+    "UI-R1-3B",
+}
+
+
+def test_paper_rows_and_splits_follow_the_run_not_a_literal() -> None:
+    """A notebook's paper rows name the model size that runs (``paper_model_size``) and its tables
+    the run's data set and main test split (``primary_test_split``): no code cell writes a sized
+    paper row (``...-3B`` / ``...-7B``) or MiniGUI's split name as a literal, which on a paper
+    profile would print 3B rows beside a 7B run or look up a split a converted data set has not."""
+    import re
+
+    sized = re.compile(r"[\"']([A-Za-z0-9.+ -]*-[37]B\b[^\"']*)[\"']")
+    found = []
+    for p in NOTEBOOKS:
+        for i, cell in enumerate(json.loads(p.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            code = "\n".join(line.split("#")[0] for line in "".join(cell["source"]).splitlines())
+            found += [f"{p.name} cell {i}: {m}" for m in sized.findall(code) if m not in ONE_SIZE_ROWS]
+            found += [f"{p.name} cell {i}: test_in_domain" for _ in re.findall(r"[\"']test_in_domain[\"']", code)]
+    assert found == []
+
+
+def test_the_static_check_can_fail() -> None:
+    import re
+
+    sized = re.compile(r"[\"']([A-Za-z0-9.+ -]*-[37]B\b[^\"']*)[\"']")
+    assert sized.findall('rows = {"SFT": "Qwen2.5VL-3B w/ SFT", "x": f"CCPO-7B-{h}"}') == [
+        "Qwen2.5VL-3B w/ SFT",
+        "CCPO-7B-{h}",
+    ]
+    assert sized.findall('rows = {"SFT": f"Qwen2.5VL-{size} w/ SFT"}') == []
+
+
 def test_makefile_runs_the_same_notebooks_in_the_same_order() -> None:
     out = subprocess.run(
         ["make", "-s", "list-notebooks"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True

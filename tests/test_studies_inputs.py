@@ -217,3 +217,19 @@ def test_eval_splits_are_the_test_splits_and_name_a_missing_one(
     assert list(eval_splits(cfg, only=["test_unseen_app"])) == ["test_unseen_app"]
     with pytest.raises(KeyError, match="no test split.*test_nope"):
         eval_splits(cfg, only=["test_nope"])
+
+
+@pytest.mark.parametrize(
+    ("path", "size"),
+    [
+        ("checkpoints/Qwen2.5-VL-7B-Instruct", "7B"),
+        ("checkpoints/Qwen2.5-VL-3B-Instruct", "3B"),
+        ("/models/qwen2.5-vl-7b", "7B"),
+        ("checkpoints/Qwen2.5-VL-72B-Instruct", "3B"),  # not a 7B: the papers' rows are 3B / 7B only
+        ("tiny-base", "3B"),
+    ],
+)
+def test_paper_model_size(path: str, size: str) -> None:
+    from guirl.studies.shared.inputs import paper_model_size
+
+    assert paper_model_size(load_config("tiny", overrides=[f"model.path={path}"])) == size

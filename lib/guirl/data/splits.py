@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -119,6 +119,25 @@ def train_split(root: str | Path) -> Split:
 def is_test_split(name: str) -> bool:
     """Whether split ``name`` is test data (every split but :data:`NOT_TEST`)."""
     return name not in NOT_TEST
+
+
+#: The test split a paper-comparison table reads, in order of preference: MiniGUI's in-domain
+#: split, then a converted data set's single ``test`` split (AndroidControl, GUI-Odyssey, AITZ,
+#: AMEX), then Mind2Web's cross-task split (the in-domain one of its three).
+PRIMARY_TEST_SPLITS: tuple[str, ...] = ("test_in_domain", "test", "test_task")
+
+
+def primary_test_split(names: Iterable[str]) -> str:
+    """The split of ``names`` (a run's test splits) that the notebooks' paper-comparison tables read
+    (:data:`PRIMARY_TEST_SPLITS`, else the first test split); a ``ValueError`` naming the splits
+    when ``names`` holds no test split."""
+    names = [n for n in names if is_test_split(n)]
+    for name in PRIMARY_TEST_SPLITS:
+        if name in names:
+            return name
+    if not names:
+        raise ValueError("no test split to compare with the papers (a prepared data set has test splits: run 00)")
+    return names[0]
 
 
 def check_disjoint(groups: dict[str, Sequence[Episode]], where: str | Path) -> None:

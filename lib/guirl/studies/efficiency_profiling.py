@@ -46,6 +46,7 @@ from guirl.analysis.accounting import action_token_table
 from guirl.analysis.cost import CostFit, ceiling_speedup, fit_cost_models
 from guirl.analysis.profiling import analytic_forward_flops
 from guirl.config import Config
+from guirl.data.splits import primary_test_split
 from guirl.rl.logprobs import encode_samples
 
 __all__ = [
@@ -462,7 +463,7 @@ def setup(cfg: Config) -> Inputs:
     budgets = {"MiniGUI": m.max_pixels, "AndroidControl": a.large_screen_max_pixels or m.max_pixels}
     rl = {(r, h): upstream_result(cfg, "02_ccpo_rl", stage_name(r, h)) for r in RL_METHODS for h in a.histories}
     splits = eval_splits(cfg)
-    test = splits["test_in_domain"]
+    test = splits[primary_test_split(splits)]
     # only the episodes whose steps the token table reads (the first token_steps steps with a full history)
     episodes = episodes_for_steps(test.episodes, a.token_steps, max(prompt_spec(cfg, h).n_history for h in a.histories))
     large, large_root = rescale_screens(episodes, test.image_root, a.large_screen, cache_dir() / "05_screens")
@@ -741,7 +742,7 @@ def table13(inp: Inputs, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     from guirl.studies.shared import evaluation as ev
 
     cfg, m = inp.cfg, inp.cfg.model
-    test = inp.splits["test_in_domain"]
+    test = inp.splits[primary_test_split(inp.splits)]
     tiny = model_builders(inp)["tiny"]()
     archs = {"tiny": tiny.config} | {
         n: architecture_config(configs_dir() / "models" / f"qwen2.5-vl-{n.lower()}", inp.procs["MiniGUI"])
@@ -763,7 +764,7 @@ def table13(inp: Inputs, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     t13 = inference_table(inp.procs["MiniGUI"], evaluated, archs)
     sr = ev.step_metrics(cfg, list(records))
     sides = {"full history": "full", "CASC": "CASC"}
-    in_domain = sr[sr["split"] == "test_in_domain"].assign(side=lambda d: d["model"].map(sides))
+    in_domain = sr[sr["split"] == primary_test_split(inp.splits)].assign(side=lambda d: d["model"].map(sides))
     return t13.merge(in_domain[["history", "side", "SR"]], on=["history", "side"])
 
 
@@ -799,7 +800,7 @@ def tokens_per_action(inp: Inputs) -> tuple[pd.DataFrame, int]:
 
     from guirl.prompts import format_context
 
-    test, m = inp.splits["test_in_domain"], inp.cfg.model
+    test, m = inp.splits[primary_test_split(inp.splits)], inp.cfg.model
     actions = [s.action for ep in test.episodes for s in ep.steps]
     ctx = format_context(test.episodes[0].steps[0].screen_size, m.min_pixels, m.max_pixels)
     tokenizers = {"tiny tokenizer": inp.procs["MiniGUI"].tokenizer}

@@ -186,6 +186,13 @@ def _pixels(cfg: RunConfig, max_line_res: int) -> dict[str, Any]:
     return {"model.max_pixels": max(cfg.model.min_pixels, min(cfg.model.max_pixels, cap))}
 
 
+def eval_protocol(data_source: str) -> str:
+    """The evaluator rule AgentCPM-GUI scores a data set with: its AndroidControl mode on
+    AndroidControl (``agentcpm_androidcontrol``: the released evaluator's ``eval_android_control``,
+    long presses as taps, open-app steps dropped), the general rule (``agentcpm``) elsewhere."""
+    return "agentcpm_androidcontrol" if data_source == "androidcontrol" else "agentcpm"
+
+
 def sft_updates(cfg: RunConfig) -> dict[str, Any]:
     """The ``Config.replace`` updates of 07's compact JSON SFT stage (Stage II): the ``agentcpm``
     output format and protocol, its system prompt (:func:`short_prompt`), the ``agentcpm.sft`` stage
@@ -196,7 +203,7 @@ def sft_updates(cfg: RunConfig) -> dict[str, Any]:
         "sft.output_format": "agentcpm",
         "sft.system_prompt": short_prompt(cfg),
         "sft.executor": None,
-        "eval.protocol": "agentcpm",
+        "eval.protocol": eval_protocol(cfg.data.source),
         **stage_updates(s),
         **_pixels(cfg, s.max_line_res),
     }

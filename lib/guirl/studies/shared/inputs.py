@@ -13,7 +13,16 @@ from guirl.config import Config
 from guirl.data.splits import Split, is_test_split, load_splits
 from guirl.paths import data_dir
 
-__all__ = ["base_model_dir", "minigui_dir", "dataset_dir", "eval_splits", "upstream_result"]
+__all__ = ["base_model_dir", "minigui_dir", "dataset_dir", "eval_splits", "paper_model_size", "upstream_result"]
+
+
+def paper_model_size(cfg: Config) -> str:
+    """``"7B"`` or ``"3B"``: the papers' model size whose rows a notebook prints beside its own, the
+    size in ``model.path`` (``Qwen2.5-VL-7B-Instruct`` -> ``7B``); the tiny profile's model stands
+    beside the papers' smaller size, 3B."""
+    import re
+
+    return "7B" if re.search(r"(?<![0-9])7b(?![0-9a-z])", cfg.model.path.lower()) else "3B"
 
 
 def base_model_dir(cfg: Config) -> Path:
