@@ -120,6 +120,44 @@ def test_ccpo_recipe_follows_the_data_set() -> None:
     assert go.ces.coordinator.prompts_per_step == 32 and go.agentcpm.sft.learning_rate == 1e-5
 
 
+@pytest.mark.parametrize(
+    ("profile", "experiment", "overrides", "n_tasks", "steps"),
+    [
+        ("paper-7b", None, [], 1000, 94),  # CCPO Table 8 AC: 3 epochs x 1000 trajectories / 32 a step
+        ("paper-7b", "guiodyssey", [], 1000, 375),  # GUI O: 3 epochs / 8 a step
+        ("paper-3b", "mind2web", [], 1000, 500),  # M2W: 8 epochs / 16 a step
+        ("paper-7b", None, ["rl.max_steps=50"], 1000, 50),  # an override of the kernel key wins
+        ("paper-7b", None, ["ccpo.rl.epochs=1"], 64, 2),
+        ("tiny", None, [], 1000, 10),  # the tiny profile's rl.max_steps (CPU budget)
+        ("tiny", None, ["rl.max_steps=7"], 1000, 7),
+    ],
+)
+def test_ccpos_rl_length_is_table_8s_epochs_unless_steps_are_set(profile, experiment, overrides, n_tasks, steps):
+    from guirl.methods.ccpo.config import rl_steps
+
+    cfg = load_config(profile, experiment, overrides)
+    assert rl_steps(cfg.ccpo.rl, n_tasks, cfg.rl.prompts_per_step) == steps
+
+
+def test_02_resolves_and_trains_its_rl_length_before_training(tmp_path: Path) -> None:
+    from guirl.actions import Action
+    from guirl.data.schema import Episode, Step, write_episodes
+    from guirl.studies import ccpo_rl as cs
+
+    def episode(eid: str, split: str) -> Episode:
+        step = Step(step_id=0, screenshot=f"img/{eid}.png", screen_size=(10, 20), action=Action("wait"))
+        return Episode(episode_id=eid, instruction="do it", steps=(step,), source="fixture", split=split)
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_episodes([episode(f"e{i}", "train") for i in range(100)] + [episode("t0", "test")], data / "episodes.jsonl")
+    cfg = load_config("paper-7b")
+    (row,) = cs.rl_schedule(cfg, data).to_dict(orient="records")
+    assert (row["tasks"], row["epochs"], row["max_steps"], row["from"]) == (100, 3.0, 10, "epochs")  # ceil(300 / 32)
+    assert cs.rl_config(cfg, data).rl.max_steps == 10
+    assert cs.rl_config(load_config("paper-7b", overrides=["rl.max_steps=4"]), data).rl.max_steps == 4
+
+
 # ----------------------------------------------------------------------------- recipes and stage sections
 def _schema_with(name: str, **changes: Any):
     ms = [dataclasses.replace(m, **changes) if m.name == name else m for m in methods.all_methods()]

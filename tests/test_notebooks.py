@@ -379,8 +379,11 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
 
     cfg = check_saved_config_is_the_one_used(out)
     n_main, n_ab, histories, splits = len(main_runs(cfg)), len(ablation_runs(cfg)), len(cfg.eval.histories), 3
+    (schedule,) = out.table("rl_schedule", rows=1)  # resolved before training, then trained to the step
+    assert schedule["from"] == "max_steps" and schedule["max_steps"] == cfg.ccpo.rl.max_steps == cfg.rl.max_steps
+    assert schedule["tasks"] > 0 and schedule["prompts_per_step"] == cfg.rl.prompts_per_step
     stages = out.table("rl_stages", rows=n_main + n_ab)
-    assert all(s["steps"] == cfg.rl.max_steps and s["trained"] > 0 for s in stages)
+    assert all(s["steps"] == schedule["max_steps"] and s["trained"] > 0 for s in stages)
     rise = out.table("reward_rise", rows=n_main + n_ab)
     paired = out.table("rl_gains", rows=3 * splits * histories) + out.table("table5_paired", rows=3 * splits)
     paired += out.table("casc_inference_paired", rows=splits * histories)  # CCPO* - CCPO, Table 13's inference

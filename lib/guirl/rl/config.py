@@ -61,7 +61,7 @@ class RLConfig(Section):
     )  # CCPO A.1.3: 1-3AO histories
     max_steps: int = Field(
         default=100, ge=1, le=MAX_STEPS
-    )  # not from the paper: CCPO is silent on a step count (it trains 3 epochs, Table 8)
+    )  # not a paper value: 02's runs take ccpo.rl (Table 8's epochs on the paper profiles); other roles set theirs
     prompts_per_step: int = Field(default=32, ge=1, le=MAX_BATCH)  # CCPO Table 8 train_batch_size (AC)
     group_size: int = Field(
         default=8, ge=1, le=MAX_BATCH

@@ -46,6 +46,8 @@ __all__ = [
     "restrict_records",
     "main_runs",
     "ablation_runs",
+    "rl_config",
+    "rl_schedule",
     "fit_cost_model",
     "table4",
     "reward_curve",
@@ -258,6 +260,41 @@ def plot_rois(records: Sequence[Any], *, max_screens: int = 6, min_pixels: int, 
 # ----------------------------------------------------------------------------- notebook 02's grid
 #: Label of Table 5's "+ CASC" run: CCPO's loop and CASC with SO-RL's (UI-S1's) reward.
 CASC_ONLY = "CASC (UI-S1 reward)"
+
+
+def rl_schedule(cfg: Config, data_dir: Path) -> pd.DataFrame:
+    """02's RL length, resolved before anything trains (CCPO Table 8): one row with the training
+    trajectories (``tasks``: episodes of the train split, one task each), ``epochs``,
+    ``prompts_per_step``, ``max_steps`` (``ccpo.rl.max_steps`` when set, else ``ceil(epochs x tasks
+    / prompts_per_step)``), ``from`` (``epochs`` or ``max_steps``) and the samples per step
+    (``prompts_per_step x rl.group_size`` trajectories)."""
+    from guirl.data.splits import train_split
+    from guirl.methods.ccpo.config import rl_steps
+    from guirl.methods.ccpo.history import ccpo_section
+
+    sec = ccpo_section(cfg).rl
+    tasks = len(train_split(data_dir).episodes)
+    steps = rl_steps(sec, tasks, cfg.rl.prompts_per_step)
+    return pd.DataFrame(
+        [
+            {
+                "tasks": tasks,
+                "epochs": sec.epochs if sec.max_steps is None else None,
+                "prompts_per_step": cfg.rl.prompts_per_step,
+                "group_size": cfg.rl.group_size,
+                "max_steps": steps,
+                "from": "max_steps" if sec.max_steps is not None else "epochs",
+                "ablation_max_steps": ccpo_section(cfg).ablation_max_steps or steps,
+            }
+        ]
+    )
+
+
+def rl_config(cfg: Config, data_dir: Path) -> Config:
+    """``cfg`` with ``rl.max_steps`` set to 02's resolved RL length (:func:`rl_schedule`): what every
+    RL run of 02 trains, the ablations too unless ``ccpo.ablation_max_steps`` is set."""
+    steps = int(rl_schedule(cfg, data_dir)["max_steps"].iloc[0])
+    return cfg.replace({"rl.max_steps": steps})
 
 
 def main_runs(cfg: Config) -> list[RLRun]:

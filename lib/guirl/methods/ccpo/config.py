@@ -12,16 +12,17 @@ stages with its own section's values (``methods/<paper>/config.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from guirl.configbase import MAX_RANK, MAX_RUNS, MAX_STEPS, Section
+from guirl.configbase import MAX_EPOCHS, MAX_RANK, MAX_RUNS, MAX_STEPS, PROFILE, Section
 from guirl.methods.ccpo.casc import DEFAULT_MARGIN_PX, DEFAULT_MIN_SIZE_PX
 from guirl.methods.ccpo.reward import CCPOConfig
 
-__all__ = ["CCPOEval", "CCPOSection", "DERIVED", "recipe", "reward_config"]
+__all__ = ["CCPOEval", "CCPORL", "CCPOSection", "DERIVED", "recipe", "reward_config", "rl_steps"]
 
 
 class CCPOEval(Section):
@@ -29,6 +30,27 @@ class CCPOEval(Section):
 
     mirrors: ClassVar[str] = "eval"
     max_test_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # CCPO scores whole test sets
+
+
+class CCPORL(Section):
+    """The length of notebook 02's RL runs (SO-RL, CCPO and the ablations; CCPO Table 8): stage value
+    of ``rl.max_steps``, and ``epochs``, CCPO's own unit. ``max_steps`` null: ``epochs`` passes over
+    the training trajectories, ``ceil(epochs x tasks / rl.prompts_per_step)`` steps
+    (:func:`rl_steps`); an ``--override rl.max_steps=N`` sets ``max_steps`` and wins."""
+
+    mirrors: ClassVar[str] = "rl"
+    own: ClassVar[tuple[str, ...]] = ("epochs",)
+    epochs: float = Field(default=3, gt=0, le=MAX_EPOCHS)  # CCPO Table 8 total_epochs (AC, GUI O: 3; AITW, M2W: 8)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # null: epochs (not a paper value)
+
+
+def rl_steps(section: CCPORL, n_tasks: int, prompts_per_step: int) -> int:
+    """The RL steps of a 02 run: ``section.max_steps``, else ``ceil(epochs x n_tasks /
+    prompts_per_step)`` (``n_tasks``: training trajectories, each one task of ``prompts_per_step``
+    a step; CCPO Table 8 ``total_epochs`` over ``train_batch_size``), at least 1."""
+    if section.max_steps is not None:
+        return section.max_steps
+    return max(1, math.ceil(section.epochs * n_tasks / prompts_per_step))
 
 
 class CCPOSection(Section):
@@ -80,6 +102,7 @@ class CCPOSection(Section):
     )  # CCPO Table 11
     ablation_max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # null: rl.max_steps (not a paper value)
     eval: CCPOEval = Field(default_factory=CCPOEval)  # 02's and 05's evaluation of many models
+    rl: CCPORL = Field(default_factory=CCPORL)  # 02's RL length (CCPO Table 8)
 
     @field_validator("ablation_history")
     @classmethod
@@ -123,13 +146,16 @@ class _Column:
     grad_accum: int  # global batch / (1 per device x 8 GPUs); CCPO gives only the global batch
     prompts_per_step: int  # Table 8 train_batch_size (trajectories per step)
     dapo_std_threshold: float
+    rl_epochs: float  # Table 8 total_epochs
 
 
 #: CCPO Tables 7-8 by data source; AITZ, AMEX (CES's data sets) and MiniGUI take the AC column.
 _COLUMNS = {
-    "androidcontrol": _Column(3e-5, 8, 32, 0.2),  # CCPO Table 7 AC: lr 3e-5, global batch 64; Table 8 AC: 32, DAPO 0.2
-    "guiodyssey": _Column(3e-4, 8, 8, 0.1),  # CCPO Table 7 GUI O: lr 3e-4, global batch 64; Table 8: 8, DAPO 0.1
-    "mind2web": _Column(3e-4, 2, 16, 0.1),  # CCPO Table 7 M2W: lr 3e-4, global batch 16; Table 8: 16, DAPO 0.1
+    "androidcontrol": _Column(
+        3e-5, 8, 32, 0.2, 3
+    ),  # CCPO Table 7 AC: lr 3e-5, global batch 64; Table 8 AC: 32, DAPO 0.2
+    "guiodyssey": _Column(3e-4, 8, 8, 0.1, 3),  # CCPO Table 7 GUI O: lr 3e-4, global batch 64; Table 8: 8, DAPO 0.1
+    "mind2web": _Column(3e-4, 2, 16, 0.1, 8),  # CCPO Table 7 M2W: lr 3e-4, global batch 16; Table 8: 16, DAPO 0.1
 }
 
 
@@ -145,6 +171,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
             "ccpo.ablation_history": "1AO",  # 02's Tables 5 / 10 / 11 runs at 1AO (CPU budget; CCPO Table 11 is 3AO)
             "ccpo.ablation_group_sizes": [2, 8],  # CCPO Table 11 ablates 2 / 4 / 8 / 12 / 16; 4 is the main run here
             "ccpo.eval.max_test_steps": 60,  # 02 and 05 evaluate many trained models: first 60 steps per split
+            "ccpo.rl.max_steps": PROFILE,  # the tiny profile's rl.max_steps (CPU budget), not epochs
         }
     col = _COLUMNS.get(data_source, _COLUMNS["androidcontrol"])
     return {
@@ -167,4 +194,5 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         "rl.dapo_std_threshold": col.dapo_std_threshold,  # CCPO Table 8 DAPO threshold
         "rl.mini_batches": 4,  # CCPO Table 8 fixed_num_mini_batches
         "rl.micro_batch_size": 1,  # CCPO Table 8 ppo_micro_batch_size_per_gpu
+        "ccpo.rl.epochs": col.rl_epochs,  # CCPO Table 8 total_epochs (the data set's column)
     }
