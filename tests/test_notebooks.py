@@ -307,10 +307,22 @@ def check_00_data_prep(out: Outputs, state: dict[str, Any]) -> None:
     state["minigui"] = minigui_state(out.result.output.parents[2] / "data")
 
 
+def check_setup_table(out: Outputs, cfg: Config) -> None:
+    """The paper's training setup beside the run's values (``setup_vs_paper``): exactly
+    :func:`guirl.setups.run_setup` of the saved config, each status one of the three."""
+    from guirl.setups import STATUSES, run_setup
+
+    want = run_setup(cfg, out.result.notebook.stem).to_dict(orient="records")
+    rows = out.table("setup_vs_paper", rows=len(want))
+    assert len(rows) > 0 and all(r["status"] in STATUSES for r in rows)
+    assert [(r["hyperparameter"], r["status"]) for r in rows] == [(r["hyperparameter"], r["status"]) for r in want]
+
+
 def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.studies.shared.agents import evaluated_histories, history_agents, sft_agents
 
     cfg = check_saved_config_is_the_one_used(out)
+    check_setup_table(out, cfg)
     agents = sft_agents(cfg)
     assert [a.level for a in agents] == ["High", "Low"]  # tiny: the goal-only main agent and the Low executor
     histories, splits = len(cfg.eval.histories), 3
@@ -378,6 +390,7 @@ def check_02_ccpo_rl(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.studies.ccpo_rl import ablation_runs, main_runs
 
     cfg = check_saved_config_is_the_one_used(out)
+    check_setup_table(out, cfg)
     n_main, n_ab, histories, splits = len(main_runs(cfg)), len(ablation_runs(cfg)), len(cfg.eval.histories), 3
     (schedule,) = out.table("rl_schedule", rows=1)  # resolved before training, then trained to the step
     assert schedule["from"] == "max_steps" and schedule["max_steps"] == cfg.ccpo.rl.max_steps == cfg.rl.max_steps
@@ -429,6 +442,7 @@ def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.studies import coepg_iterations as ci
 
     cfg = check_saved_config_is_the_one_used(out)
+    check_setup_table(out, cfg)
     sec = cfg.coepg
     k_max, n, splits = sec.iterations, sec.n_runs, 3
     assert k_max >= 2 and sec.planners == sec.verifiers == [] == sec.grounders  # pools trained here
@@ -622,7 +636,8 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.studies.ces_staged_rl import SYSTEMS
 
     cfg = check_saved_config_is_the_one_used(out)
-    assert cfg.eval.protocol == "ces_paper"  # the CES Method's rule, from 04's experiment file
+    check_setup_table(out, cfg)
+    assert cfg.ces.eval.protocol == "ces_paper"  # the CES rule, 04 scores with it on every experiment
     sec, splits = cfg.ces, 3
     n_exec = 1 + (sec.weak_executor_steps is not None) + len(sec.table2_executors)
     stages = out.table("stages", rows=4 + (sec.weak_executor_steps is not None))
@@ -703,6 +718,7 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.studies.agentcpm_androidlong import ACPM_LABELS, AL_ROWS, GROUNDING_TASKS
 
     cfg = check_saved_config_is_the_one_used(out)
+    check_setup_table(out, cfg)
     splits = 3
 
     def marks_agree(rows):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -173,3 +174,32 @@ def test_a_good_file_reads(tmp_path: Path) -> None:
     (row,) = read_setup_csv(path)
     assert (row.paper, row.line, row.key, row.where) == ("CCPO", 390, "sft.learning_rate", f"{path}:2")
     assert row.target == pytest.approx(3e-5)
+
+
+def test_run_setup_takes_the_runs_data_set_column_and_values() -> None:
+    from guirl.config import load_config
+    from guirl.setups import run_setup
+
+    go = run_setup(load_config("paper-7b", "guiodyssey"), "02_ccpo_rl")
+    discount = go[go["hyperparameter"] == "reward discount (SO RL)"].to_dict(orient="records")
+    assert [(r["column"], r["this run"], r["status"]) for r in discount] == [("GUI O", "0.3", "same")]
+    ac = run_setup(load_config("paper-7b"), "02_ccpo_rl")  # the default column on AndroidControl
+    assert ac[ac["hyperparameter"] == "total_epochs"][["column", "status"]].values.tolist() == [["AC", "same"]]
+    # on a paper profile every row resolves as its file expects
+    rows = {(r.hyperparameter, r.column): r.expect for r in setup_rows("coepg")}
+    paper = run_setup(load_config("paper-7b"), "03_coepg_iterations")
+    assert {(r["hyperparameter"], r["column"]): r["status"] for r in paper.to_dict(orient="records")} == rows
+    # the tiny profile trains step budgets, not the paper's epochs, and says so
+    tiny = run_setup(load_config("tiny"), "03_coepg_iterations").set_index("hyperparameter")
+    assert (tiny.loc["SFT epochs", "this run"], tiny.loc["SFT epochs", "status"]) == ("60 steps", "differs")
+    assert tiny.loc["SFT weight decay", "status"] == "no key" and pd.isna(tiny.loc["SFT weight decay", "this run"])
+
+
+@pytest.mark.parametrize(
+    ("flat", "want"),
+    [({"a.epochs": 3.0, "a.max_steps": None}, 3.0), ({"a.epochs": 3.0, "a.max_steps": 60}, "60 steps")],
+)
+def test_epochs_unless_a_step_budget(flat: dict, want: object) -> None:
+    assert resolve_key("a.epochs | a.max_steps", flat) == want
+    with pytest.raises(ValueError, match="two dotted config keys"):
+        resolve_key("a.epochs | a.max_steps | b", flat)

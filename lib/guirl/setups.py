@@ -31,11 +31,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from guirl.papers import PAPERS, Paper, get_paper
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COLUMNS",
@@ -50,6 +53,7 @@ __all__ = [
     "read_setup_csv",
     "render_markdown",
     "resolve_key",
+    "run_setup",
     "setup_rows",
     "setup_table",
 ]
@@ -133,7 +137,13 @@ def _rel(path: Path) -> str:
 
 
 def _check_key(expr: str) -> None:
-    """``expr`` is ``key`` or ``key * key * 8`` (dotted config keys and positive integers)."""
+    """``expr`` is ``key``, ``key * key * 8`` (dotted config keys and positive integers) or
+    ``epochs_key | steps_key`` (two keys)."""
+    if "|" in expr:
+        parts = [p.strip() for p in expr.split("|")]
+        if len(parts) != 2 or not all(_KEY_RE.match(p) for p in parts):
+            raise ValueError(f"{expr!r}: write 'a.epochs | a.max_steps' (two dotted config keys)")
+        return
     for term in expr.split("*"):
         term = term.strip()
         if not (term.isdigit() or _KEY_RE.match(term)):
@@ -218,9 +228,14 @@ def _flat_config(notebook: str, profile: str, experiment: str | None, overrides:
 
 
 def resolve_key(expr: str, flat: dict[str, Any], where: str = "") -> Any:
-    """The value of ``expr`` in a flat config: one key's value, or the product of the terms of
-    ``a * b * 8``. Raises :class:`SetupError` naming ``where`` for a key the config lacks."""
+    """The value of ``expr`` in a flat config: one key's value, the product of the terms of
+    ``a * b * 8``, or for ``epochs | max_steps`` the epochs unless the step budget is set (then
+    ``"<N> steps"``: the run trains N optimizer steps, not the paper's epochs). Raises
+    :class:`SetupError` naming ``where`` for a key the config lacks."""
     _check_key(expr)
+    if "|" in expr:
+        epochs, steps = (resolve_key(p.strip(), flat, where) for p in expr.split("|"))
+        return epochs if steps is None else f"{steps} steps"
     values = []
     for term in (t.strip() for t in expr.split("*")):
         if term.isdigit():
@@ -279,6 +294,46 @@ def setup_table(
             status[profile] = "same" if compare(row.target, value) else "differs"
         out.append({"row": row, "resolved": resolved, "status": status})
     return out
+
+
+def run_setup(cfg: Any, notebook: str) -> pd.DataFrame:
+    """The training-setup rows of ``notebook`` (``NN_name``) beside the values of the run ``cfg``
+    (a resolved config, any profile): one row per hyperparameter, the paper's data-set column that
+    matches ``cfg.data.source`` (the default column, AndroidControl's for CCPO, otherwise), with
+    ``paper``, ``key``, ``this run`` (``None`` for a ``no key`` row) and ``status`` (``same`` /
+    ``differs`` / ``no key``). Notebooks print it so a run says which of its paper's values it
+    trains with; on the tiny profile most differ by design (CPU sizes)."""
+    import pandas as pd
+
+    flat = cfg.to_flat()
+    rows = [r for r in setup_rows() if r.notebook == notebook]
+    groups: dict[tuple[str, int, str], list[SetupRow]] = {}
+    for r in rows:
+        groups.setdefault((r.source, r.line, r.hyperparameter), []).append(r)
+    out = []
+    for r in rows:
+        siblings = groups[(r.source, r.line, r.hyperparameter)]
+        by_source = {s.experiment: s for s in siblings}
+        if len(by_source) > 1 and by_source.get(cfg.data.source, by_source.get("")) is not r:
+            continue  # another data set's column of the same hyperparameter
+        value = resolve_key(r.key, flat, r.where) if r.key else None
+        status = "no key" if not r.key else "same" if compare(r.target, value) else "differs"
+        shown = None if not r.key else "null" if value is None else _show(value)
+        out.append(
+            {
+                "paper": r.paper,
+                "where": f"{r.source} ({r.line})",
+                "hyperparameter": r.hyperparameter,
+                "column": r.column,
+                "paper value": r.paper_value,
+                "key": r.key,
+                "this run": shown,
+                "status": status,
+            }
+        )
+    return pd.DataFrame(
+        out, columns=["paper", "where", "hyperparameter", "column", "paper value", "key", "this run", "status"]
+    )
 
 
 def _cell(text: str) -> str:
