@@ -762,3 +762,41 @@ def test_sr_table_reports_the_top_answer_share_per_model():
     t = ci.sr_table(cfg, recs, ["const", "varied"], ["s"]).set_index("model")
     assert t.loc["const", "top answer (%)"] == 100.0 and t.loc["varied", "top answer (%)"] == 25.0
     assert t.loc["const", "Avg SR"] == 50.0 and t.loc["const", "n_steps"] == 4
+
+
+def test_03_adds_co_epgs_own_tables_where_the_data_has_them():
+    """On a paper profile (AndroidControl's Table 12 prompt) 03 evaluates its models again at the
+    Low level and writes Table 2's High / Low / Avg Acc; on Mind2Web the Ele.Acc / Op.F1 table;
+    on the tiny profile's layout neither. Scoring names Co-EPG's protocol, not eval.protocol."""
+    from guirl.config import load_config
+    from guirl.studies import coepg_iterations as ci
+
+    def rec(model, level, exact):
+        return {"model": model, "level": level, "exact": exact, "counted": True, "split": "test"}
+
+    high = [rec("M1", "High", True), rec("M1", "High", False)]
+    calls = []
+
+    def fake_evaluate(cfg, models, splits, *, labels=None, level="High"):
+        calls.append(level)
+        return [rec("M1", level, True), rec("M1", level, True)]
+
+    paper = load_config("paper-7b")
+    tables, low = ci.own_tables(paper, {"M1": object}, {"test": None}, high, evaluate=fake_evaluate)
+    assert calls == ["Low"] and len(low) == 2 and list(tables) == ["table2_levels"]
+    row = tables["table2_levels"].iloc[0]
+    assert (row["High"], row["Low"], row["Avg Acc"], row["n High"], row["n Low"]) == (50.0, 100.0, 75.0, 2, 2)
+    assert ci.scoring_protocol(paper) == "coepg" and paper.eval.protocol == "ccpo"
+    m2w = load_config("paper-7b", "mind2web")
+    assert ci.scoring_protocol(m2w) == "coepg_mind2web"
+    calls.clear()
+    step = {"pred_action": None, "gt_action": {"type": "click", "point": [0.5, 0.5]}, "gt_box": [0.4, 0.4, 0.6, 0.6]}
+    m2w_records = [{**rec("M1", "High", False), **step, "episode_id": "t1", "split": "test_task"}]
+    tables, low = ci.own_tables(m2w, {"M1": object}, {"test_task": None}, m2w_records, evaluate=fake_evaluate)
+    assert calls == [] and low == [] and list(tables) == ["table1_mind2web"]  # one instruction level on Mind2Web
+    assert tables["table1_mind2web"].iloc[0]["test_task Step SR"] == 0.0
+    calls.clear()
+    tiny_tables, tiny_low = ci.own_tables(
+        load_config("tiny"), {"M1": object}, {"test": None}, high, evaluate=fake_evaluate
+    )
+    assert (tiny_tables, tiny_low, calls) == ({}, [], [])

@@ -134,6 +134,9 @@ __all__ = [
     "table4_rows",
     "table5_rows",
     "E2E",
+    "OWN_CAPTIONS",
+    "own_tables",
+    "scoring_protocol",
     "eval_order",
     "evaluate_models",
     "figure5_models",
@@ -197,6 +200,55 @@ def paired_rows(
 
     recs = pooled(records) + (list(records) if per_split else [])
     return paired_table(cfg, recs, pairs)
+
+
+def scoring_protocol(cfg: Config) -> str:
+    """The protocol 03 scores with: Co-EPG's own (:func:`guirl.methods.coepg.evaluation.eval_protocol`:
+    the smallest-element rule, Mind2Web's on Mind2Web), never the profile's ``eval.protocol``."""
+    from guirl.methods.coepg.evaluation import eval_protocol
+
+    return eval_protocol(cfg.data.source)
+
+
+#: Captions of :func:`own_tables`' tables.
+OWN_CAPTIONS = {
+    "table2_levels": "Co-EPG Table 2 / 7 layout: step accuracy (%) at the High and Low instruction levels and their "
+    "average (Avg Acc), the test splits pooled",
+    "table1_mind2web": "Co-EPG Table 1 / 6 layout: Ele.Acc, Op.F1 and Step SR (%) per Mind2Web test split (macro over "
+    "tasks) and Avg SR, the mean of the three Step SRs",
+}
+
+
+def own_tables(
+    cfg: Config,
+    models: Mapping[str, Callable[[], Any]],
+    splits: Mapping[str, Any],
+    records: Sequence[dict[str, Any]],
+    *,
+    labels: Mapping[str, Mapping[str, Any]] | None = None,
+    evaluate: Callable[..., list[dict[str, Any]]] | None = None,
+) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+    """Co-EPG's own tables of the evaluated ``models`` (``records``: their High-level records), by
+    data set, and the extra records they needed: ``table2_levels`` (Table 2 / 7: the models
+    evaluated again at the Low level, :func:`evaluate_models` with ``level="Low"``, when the
+    planner prompt has a Low setting: :func:`guirl.methods.coepg.evaluation.eval_levels`, AndroidControl's
+    Table 12 prompt) and ``table1_mind2web`` (Tables 1 / 6 on Mind2Web). ``({}, [])`` where neither
+    applies (MiniGUI with this project's prompt layout: the TM / SR tables). ``evaluate``: the
+    evaluator (default :func:`evaluate_models`)."""
+    from guirl.methods.coepg.evaluation import MIND2WEB_SOURCES, androidcontrol_table, eval_levels, mind2web_table
+    from guirl.methods.coepg.prompts import planner_settings
+
+    evaluate = evaluate or evaluate_models
+    names = list(dict.fromkeys(r["model"] for r in records))
+    tables: dict[str, pd.DataFrame] = {}
+    low: list[dict[str, Any]] = []
+    m2w = cfg.data.source in MIND2WEB_SOURCES  # Mind2Web has one instruction level
+    if not m2w and "Low" in eval_levels(planner_settings(cfg)):
+        low = evaluate(cfg, models, splits, labels=labels, level="Low")
+        tables["table2_levels"] = androidcontrol_table([*records, *low], names)
+    if m2w:
+        tables["table1_mind2web"] = mind2web_table(records, names, list(splits))
+    return tables, low
 
 
 def iteration_table(cfg: Config, records: Sequence[dict[str, Any]], k_max: int, splits: Sequence[str]) -> pd.DataFrame:
