@@ -747,3 +747,26 @@ def test_trained_on_guiodyssey_tested_on_aitz_and_amex(tmp_path):
     check_train_source("guiodyssey")
     with pytest.raises(ValueError, match="--experiment guiodyssey"):
         check_train_source("androidcontrol")
+
+
+def test_04_evaluates_aitz_and_amex_beside_gui_odyssey(tmp_path, monkeypatch):
+    """04 on GUI-Odyssey (its paper-profile default) tests on GUI-Odyssey's test split and AITZ's and
+    AMEX's converted for the same profile (CES Table 1's columns); a MiniGUI run keeps its own."""
+    import importlib.util
+
+    from guirl.data.loaders import convert_dataset
+    from guirl.runner import plan_run
+    from guirl.studies import ces_staged_rl as cs
+
+    spec = importlib.util.spec_from_file_location("mf", Path(__file__).parent / "fixtures" / "make_fixtures.py")
+    mf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mf)  # type: ignore[union-attr]
+    monkeypatch.setenv("GUIRL_DATA", str(tmp_path / "data"))
+    cfg = plan_run("notebooks/04_ces_staged_rl.ipynb", "paper-7b").config
+    root = tmp_path / "data" / "paper-7b"
+    convert_dataset("guiodyssey", mf.PUBLIC["guiodyssey"](tmp_path / "src"), root / "guiodyssey")
+    with pytest.raises(FileNotFoundError, match="aitz has not been converted"):
+        cs.test_splits(cfg)
+    for name in ("aitz", "amex"):
+        convert_dataset(name, mf.PUBLIC[name](tmp_path / "src"), root / name)
+    assert list(cs.test_splits(cfg)) == ["test", "aitz/test", "amex/test"]

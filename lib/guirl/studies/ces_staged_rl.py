@@ -38,11 +38,12 @@ import pandas as pd
 from guirl.config import Config
 from guirl.configbase import stage_updates
 from guirl.methods.ces.config import ces_section, is_stage_ref
-from guirl.studies.shared.inputs import base_model_dir, upstream_result
+from guirl.studies.shared.inputs import base_model_dir, eval_splits, upstream_result
 from guirl.train.launch import SFT_ENTRY, Stage, run_stage, run_stages
 from guirl.train.rl import RL_ENTRY
 
 __all__ = [
+    "test_splits",
     "WARMUP_COORDINATOR",
     "WARMUP_TRACKER",
     "WEAK_EXECUTOR",
@@ -75,6 +76,22 @@ __all__ = [
     "paper_rows",
     "with_deltas",
 ]
+
+
+def test_splits(cfg: Config) -> dict[str, Any]:
+    """04's test splits: the run's own (:func:`guirl.studies.shared.inputs.eval_splits`) and, when it
+    trains on GUI-Odyssey (CES App. B.1), the AITZ and AMEX test splits converted for the same
+    profile, named ``aitz/test`` and ``amex/test`` (Table 1's cross-data-set columns,
+    :func:`guirl.methods.ces.evaluation.benchmark_splits`: a ``FileNotFoundError`` naming the command
+    when one is not converted). MiniGUI runs keep their own splits."""
+    from guirl.methods.ces.evaluation import TRAIN_SOURCE, benchmark_splits
+    from guirl.paths import data_dir
+
+    own = eval_splits(cfg)
+    if cfg.data.source != TRAIN_SOURCE:
+        return own
+    return {**own, **benchmark_splits(data_dir(cfg.profile))}
+
 
 WARMUP_COORDINATOR = "warmup_coordinator"
 WARMUP_TRACKER = "warmup_state_tracker"
