@@ -74,7 +74,11 @@ def test_paper_profiles_differ_only_in_model_path() -> None:
 def test_shipped_experiments_apply_every_key(experiment: str) -> None:
     from guirl.config import flatten
 
-    wanted = flatten(yaml.safe_load((REPO / "configs" / "experiments" / f"{experiment}.yaml").read_text()))
+    data = yaml.safe_load((REPO / "configs" / "experiments" / f"{experiment}.yaml").read_text())
+    if "extends" in data:  # e.g. 04_ces_staged_rl.paper-3b.yaml extends guiodyssey.yaml
+        base = yaml.safe_load((REPO / "configs" / "experiments" / data.pop("extends")).read_text())
+        data = {**base, **data}
+    wanted = flatten(data)
     got = load_config("paper-3b", experiment).to_flat()
     assert wanted and {k: got[k] for k in wanted} == wanted
 
