@@ -90,6 +90,9 @@ def test_papers_that_name_no_adapter_fine_tune_all_parameters() -> None:
     from guirl.methods.coepg.config import sft_stage_config
 
     paper = load_config("paper-7b")
+    # the papers' weight decay reaches their SFT stages (Co-EPG App. B, AgentCPM-GUI Table 4); CCPO's none
+    assert (sft_stage_config(paper).sft.weight_decay, sft_updates(paper)["sft.weight_decay"]) == (0.05, 0.1)
+    assert paper.sft.weight_decay == 0.0 and load_config("tiny").coepg.sft.weight_decay == 0.0
     assert paper.lora.enabled is True  # CCPO Table 7
     assert sft_updates(paper)["lora.enabled"] is False
     assert variant_updates(paper, memory=False)["lora.enabled"] is False

@@ -157,6 +157,9 @@ def test_failing_stage_raises_with_output_tail(tiny_model, tmp_path):
         ("grounding", ["runtime.activation_checkpointing=true"], {"activation_checkpointing": True}),
         # two checkpoints kept by default, as before the key existed
         ("sft", [], {"save_total_limit": 2}),
+        # AdamW's weight decay: TRL's 0 unless a recipe sets it (Co-EPG App. B 0.05, AgentCPM-GUI Table 4 0.1)
+        ("sft", [], {"weight_decay": 0.0}),
+        ("sft", ["sft.weight_decay=0.05"], {"weight_decay": 0.05}),
         # null keeps every checkpoint (a learning curve, guirl.sft_study.checkpoint_curve), in both stages
         ("sft", ["sft.save_total_limit=null"], {"save_total_limit": None}),
         ("grounding", ["sft.save_total_limit=5"], {"save_total_limit": 5}),

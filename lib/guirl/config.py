@@ -426,6 +426,7 @@ class SFTConfig(_Section):
     per_device_batch_size: int = Field(ge=1, le=cb.MAX_BATCH)
     grad_accum: int = Field(ge=1, le=cb.MAX_BATCH)
     warmup_ratio: float = Field(ge=0.0, lt=1.0)
+    weight_decay: float = Field(default=0.0, ge=0.0, le=cb.MAX_COEF)  # AdamW's; TRL's default 0 (CCPO Table 7: none)
     save_steps: int = Field(ge=1, le=cb.MAX_STEPS)
     save_total_limit: int | None = Field(
         default=2, ge=1, le=cb.MAX_STEPS

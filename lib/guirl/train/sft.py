@@ -307,6 +307,7 @@ def training_args(cfg: RunConfig, stage: str, output_dir: Path):
         gradient_accumulation_steps=s.grad_accum,
         warmup_steps=s.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
         lr_scheduler_type=s.lr_scheduler_type,
+        weight_decay=s.weight_decay,
         save_steps=s.save_steps,
         logging_steps=_logging_steps(s.max_steps),
     )

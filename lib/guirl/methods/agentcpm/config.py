@@ -94,6 +94,7 @@ class AgentCPMSFT(Section):
     learning_rate: float = Field(default=1e-5, gt=0, le=MAX_LR)  # AgentCPM-GUI Table 4
     lr_scheduler_type: Literal[LR_SCHEDULERS] = "cosine"  # type: ignore[valid-type]  # AgentCPM-GUI Table 4
     warmup_ratio: float = Field(default=0.05, ge=0, lt=1)  # AgentCPM-GUI Table 4: linear warm-up
+    weight_decay: float = Field(default=0.1, ge=0, le=MAX_COEF)  # AgentCPM-GUI Table 4
     # AgentCPM-GUI Sec. 2.4: multi-turn samples keep the last 3 turns (each with its screenshot)
     histories: list[Annotated[str, StringConstraints(pattern=HISTORY_PATTERN)]] = Field(
         default_factory=lambda: ["3AO"], min_length=1
@@ -248,7 +249,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {
         f"agentcpm.sft.{k}": PROFILE
-        for k in ("learning_rate", "epochs", "per_device_batch_size", "grad_accum", "warmup_ratio")
+        for k in ("learning_rate", "epochs", "per_device_batch_size", "grad_accum", "warmup_ratio", "weight_decay")
     }
     out.update({f"agentcpm.sft.{k}": PROFILE for k in ("lr_scheduler_type", "histories")})
     out.update({"agentcpm.sft.runtime.bf16": PROFILE, "agentcpm.sft.runtime.activation_checkpointing": PROFILE})

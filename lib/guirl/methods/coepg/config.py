@@ -98,6 +98,7 @@ class CoEPGSFT(Section):
         default=1, ge=1, le=MAX_BATCH
     )  # Co-EPG App. B: global batch 96 = 1 x 12 x 8 GPUs;
     grad_accum: int = Field(default=12, ge=1, le=MAX_BATCH)  # the split of the 96 is not given (8 GPUs, App. B)
+    weight_decay: float = Field(default=0.05, ge=0, le=MAX_COEF)  # Co-EPG App. B
     lora: StageAdapter = Field(default_factory=StageAdapter)  # Co-EPG App. B: all parameters (ZeRO-3, no adapter)
 
 
@@ -270,6 +271,7 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         "coepg.sft.grad_accum": PROFILE,
         "coepg.sft.learning_rate": PROFILE,  # the tiny profile's SFT rate, 3e-3 (Co-EPG App. B: 1e-6)
         "coepg.sft.lora.enabled": PROFILE,
+        "coepg.sft.weight_decay": PROFILE,  # the tiny profile's 0 (Co-EPG App. B: 0.05)
         "coepg.sft.max_steps": 60,
         "coepg.grpo.max_steps": 6,
         "coepg.grpo.group_size": PROFILE,  # the tiny profile's 4 (Co-EPG App. B: 7)
