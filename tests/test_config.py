@@ -712,6 +712,7 @@ def test_smoke_overlay_shrinks_budgets_only() -> None:
     assert {k for k in smoke.to_flat() if k.startswith("ccpo.") and smoke.to_flat()[k] != full_flat[k]} <= {
         "ccpo.ablation_group_sizes",
         "ccpo.eval.max_test_steps",  # eval.max_test_steps of the overlay wins over 02's own budget
+        "ccpo.rl.max_steps",  # and its rl.max_steps over 02's RL length
     }
     ces = {k for k in smoke.to_flat() if k.startswith("ces.") and smoke.to_flat()[k] != full.to_flat()[k]}
     sizes = ("prompts_per_step", "group_size", "max_new_tokens", "samples", "steps", "pool", "tasks", "turns")
