@@ -77,6 +77,12 @@ def notebook_problems(nb: dict[str, Any]) -> list[str]:
             problems.append(f"code cell {i} has outputs")
         if cell.get("execution_count") is not None:
             problems.append(f"code cell {i} has an execution count")
+    if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) >= (4, 5):  # nbformat 4.5: every cell has a unique id
+        ids = [c.get("id") for c in nb.get("cells", [])]
+        if None in ids:
+            problems.append(f"cell {ids.index(None)} has no id (nbformat 4.5)")
+        elif len(set(ids)) != len(ids):
+            problems.append("two cells share an id")
     try:
         dag.notebook_reads("notebook", nb)
     except dag.DagError as err:
@@ -155,6 +161,15 @@ def test_notebook_checker(
     assert len(problems) == len(expected), problems
     for got, want in zip(problems, expected):
         assert want in got
+
+
+def test_notebook_checker_wants_unique_cell_ids(tmp_path: Path) -> None:
+    nb = json.loads(make_notebook(tmp_path / "n.ipynb", "x = 1", ["y = 2"], []).read_text())
+    assert not any(p.endswith(("(nbformat 4.5)", "share an id")) for p in notebook_problems(nb))
+    del nb["cells"][1]["id"]
+    assert "cell 1 has no id (nbformat 4.5)" in notebook_problems(nb)
+    nb["cells"][1]["id"] = nb["cells"][0]["id"]
+    assert "two cells share an id" in notebook_problems(nb)
 
 
 def test_committed_notebooks_are_clean() -> None:
