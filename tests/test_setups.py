@@ -192,7 +192,8 @@ def test_run_setup_takes_the_runs_data_set_column_and_values() -> None:
     # the tiny profile trains step budgets, not the paper's epochs, and says so
     tiny = run_setup(load_config("tiny"), "03_coepg_iterations").set_index("hyperparameter")
     assert (tiny.loc["SFT epochs", "this run"], tiny.loc["SFT epochs", "status"]) == ("60 steps", "differs")
-    assert tiny.loc["SFT weight decay", "status"] == "no key" and pd.isna(tiny.loc["SFT weight decay", "this run"])
+    assert (tiny.loc["SFT weight decay", "this run"], tiny.loc["SFT weight decay", "status"]) == ("0", "differs")
+    assert tiny.loc["GRPO GPUs", "status"] == "no key" and pd.isna(tiny.loc["GRPO GPUs", "this run"])
 
 
 @pytest.mark.parametrize(
