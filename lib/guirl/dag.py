@@ -130,37 +130,35 @@ def config_digest(config: Mapping[str, Any], sections: Sequence[str]) -> dict[st
     return out
 
 
+def _name_list(
+    path: str | Path, nb: Mapping[str, Any] | None, key: str, what: str, every: str
+) -> tuple[str, ...] | None:
+    """``metadata.guirl.<key>`` of a notebook as a tuple of non-empty names; ``None`` when the key is
+    left out; a :class:`DagError` naming the file and the key for anything else."""
+    nb = nb if nb is not None else load_notebook(path)
+    meta = nb.get("metadata", {}).get(META_KEY) or {}
+    if key not in meta:
+        return None
+    names = meta[key]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise DagError(
+            f"{path}: metadata.{META_KEY}.{key}: must be a non-empty list of {what} (got {names!r}); "
+            f"leave it out for a notebook that runs on every {every}"
+        )
+    return tuple(names)
+
+
 def notebook_profiles(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
     """The profiles ``path`` runs on (``metadata.guirl.profiles``, e.g. ``["tiny"]`` for notebook 09,
     which pretrains the tiny model); ``None`` (the key left out): every profile."""
-    nb = nb if nb is not None else load_notebook(path)
-    meta = nb.get("metadata", {}).get(META_KEY) or {}
-    if "profiles" not in meta:
-        return None
-    profiles = meta["profiles"]
-    if not isinstance(profiles, list) or not profiles or not all(isinstance(p, str) and p for p in profiles):
-        raise DagError(
-            f"{path}: metadata.{META_KEY}.profiles: must be a non-empty list of profile names (got {profiles!r}); "
-            "leave it out for a notebook that runs on every profile"
-        )
-    return tuple(profiles)
+    return _name_list(path, nb, "profiles", "profile names", "profile")
 
 
 def notebook_data_sources(path: str | Path, nb: Mapping[str, Any] | None = None) -> tuple[str, ...] | None:
     """The ``data.source`` values ``path`` can run on (``metadata.guirl.data_sources``, e.g.
     ``["minigui", "guiodyssey"]`` for notebook 04, whose stages need the data set's task-state
     annotation); ``None`` (the key left out): every data source."""
-    nb = nb if nb is not None else load_notebook(path)
-    meta = nb.get("metadata", {}).get(META_KEY) or {}
-    if "data_sources" not in meta:
-        return None
-    sources = meta["data_sources"]
-    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
-        raise DagError(
-            f"{path}: metadata.{META_KEY}.data_sources: must be a non-empty list of data.source names (got "
-            f"{sources!r}); leave it out for a notebook that runs on every data set"
-        )
-    return tuple(sources)
+    return _name_list(path, nb, "data_sources", "data.source names", "data set")
 
 
 def source_digest(nb: Mapping[str, Any]) -> str:
