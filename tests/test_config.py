@@ -234,6 +234,13 @@ ERROR_CASES = {
         "runtime.deepspeed_config",
         "file not found",
     ),
+    # a DeepSpeed file under a launch config without DeepSpeed: it would be ignored
+    "deepspeed without a deepspeed launch": lambda tmp: (
+        dict(profile="paper-3b", overrides={"runtime.accelerate_config": "configs/accelerate/cpu.yaml"}),
+        "override runtime.accelerate_config=configs/accelerate/cpu.yaml",
+        "runtime.deepspeed_config",
+        "distributed_type DEEPSPEED",
+    ),
     # a Low-level executor beside a main agent that already has the step instruction
     "executor beside a Low main agent": lambda tmp: (
         dict(profile="tiny", overrides=["sft.use_step_instruction=true"]),
@@ -774,7 +781,7 @@ def test_merge_order_with_overlays(tmp_path: Path) -> None:
             lambda t: dict(overlays=["smok"]),
             "configs/overlays/smok.yaml",
             "overlay",
-            "known overlays: one_gpu, smoke",
+            "known overlays: one_gpu, paper_smoke, smoke",
         ),
     ],
 )

@@ -511,6 +511,15 @@ class EvalConfig(_Section):
 EvalConfig = resolve_section(EvalConfig)
 
 
+def accelerate_distributed_type(path: str) -> str:
+    """The ``distributed_type`` of the accelerate launch config at ``path`` (relative to the repository;
+    ``"NO"`` when the file does not set it, accelerate's default)."""
+    data = yaml.safe_load(resolve_repo_path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: an accelerate config is a YAML mapping (got {type(data).__name__})")
+    return str(data.get("distributed_type", "NO"))
+
+
 class RuntimeConfig(_Section):
     """Where and how to run. ``accelerate_config`` / ``deepspeed_config`` are files in the
     repository (relative paths are relative to the repo root) and must exist."""
@@ -545,6 +554,16 @@ class RuntimeConfig(_Section):
             if value is not None and not resolve_repo_path(value).is_file():
                 raise ValueError(
                     f"{key}: file not found: {value} -- give a path relative to the repository root (see configs/)"
+                )
+        if self.deepspeed_config is not None:
+            kind = accelerate_distributed_type(self.accelerate_config)
+            if kind != "DEEPSPEED":
+                # transformers' Trainer and the RL engine take DeepSpeed from accelerate's state, which only
+                # a DEEPSPEED launch config sets: under another one the file would be ignored without a word
+                raise ValueError(
+                    f"deepspeed_config: {self.deepspeed_config} takes effect only under an accelerate config with "
+                    f"distributed_type DEEPSPEED, and {self.accelerate_config} has {kind!r} -- set "
+                    "runtime.accelerate_config=configs/accelerate/multi_gpu_zero2.yaml, or runtime.deepspeed_config=null"
                 )
         if self.parallel_stages > 1 and self.device != "cpu":
             # side-by-side `accelerate launch` processes would share the GPUs and the rendezvous port
