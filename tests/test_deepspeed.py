@@ -125,6 +125,7 @@ def _run_script(tmp_path_factory: pytest.TempPathFactory, mode: str) -> dict:
         "LOCAL_RANK": "0",
         "WORLD_SIZE": "1",
         "OMP_NUM_THREADS": "1",
+        "GUIRL_TEST_CKPT": str(out.parent / "checkpoint"),
     }
     proc = subprocess.run(
         [sys.executable, __file__, str(out), mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
@@ -190,6 +191,24 @@ def test_rl_engine_prepares_zero2_without_a_dataloader(rl_engine_run: dict) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_an_rl_checkpoint_saved_under_zero2_reads_back_as_the_trained_weights(rl_engine_run: dict) -> None:
+    # accelerate's save_state under DeepSpeed writes ZeRO states, no model.safetensors: checkpoint_weights
+    # (Co-EPG's Figure 5 loads GRPO checkpoints through it) reassembles the trained float32 weights
+    assert (
+        "model.safetensors" not in rl_engine_run["checkpoint_files"]
+        and "pytorch_model" in rl_engine_run["checkpoint_files"]
+    )
+    assert rl_engine_run["checkpoint_params"] == pytest.approx(rl_engine_run["module_params"], abs=0)
+
+
+def test_checkpoint_weights_names_a_folder_without_weights(tmp_path: Path) -> None:
+    from guirl.train.rl import checkpoint_weights
+
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        checkpoint_weights(tmp_path)
+
+
 def test_rl_engine_accumulation_protocol_under_zero2(rl_engine_run: dict, zero2_run: dict) -> None:
     # two micro-batches per update, the boundary set on the last one only (as _Engine.update does):
     # DeepSpeed steps once per update, and the weights equal plain PyTorch's full-batch steps
@@ -322,12 +341,24 @@ def _rl_engine() -> dict:
         opt.step()
         opt.zero_grad()
         losses.append(total)
+    # the engine's checkpoint (accelerate's save_state under DeepSpeed: ZeRO states only), read back as weights
+    from safetensors.torch import load_file
+
+    from guirl.train.rl import checkpoint_weights
+
+    ckpt = Path(os.environ["GUIRL_TEST_CKPT"])
+    acc.save_state(str(ckpt))
+    saved_files = sorted(p.name for p in ckpt.iterdir())
+    weights = load_file(str(checkpoint_weights(ckpt)))
     return {
         "without_fill": without_fill,
         "config": json.loads(json.dumps(engine.config, default=str)),
         "global_steps": engine.global_steps,
         "losses": losses,
         "params": _flat(engine.module),
+        "checkpoint_files": saved_files,
+        "checkpoint_params": [float(v) for k in sorted(weights) for v in weights[k].flatten()],
+        "module_params": [float(v) for k, t in sorted(engine.module.state_dict().items()) for v in t.flatten()],
     }
 
 

@@ -90,6 +90,7 @@ __all__ = [
     "last_checkpoint",
     "deepspeed_values",
     "fill_deepspeed_config",
+    "checkpoint_weights",
 ]
 
 #: The entry module of RL stages (``Stage(entry=RL_ENTRY, ...)``, :mod:`guirl.train.launch`).
@@ -664,6 +665,33 @@ def _check_finite(
     check_finite_weights(trained, stage=stage, step=step, hint=hint)
 
 
+#: The folder accelerate's ``save_state`` writes a DeepSpeed engine's ZeRO states into (its tag).
+DEEPSPEED_TAG = "pytorch_model"
+
+
+def checkpoint_weights(checkpoint: Path) -> Path:
+    """The ``model.safetensors`` of an engine checkpoint folder (``checkpoint-<step>``): the one
+    accelerate's ``save_state`` wrote, or, for a checkpoint saved under DeepSpeed (its ZeRO states
+    in ``pytorch_model/``), the float32 weights DeepSpeed reassembles from them
+    (``get_fp32_state_dict_from_zero_checkpoint``), written next to them once. Raises
+    ``FileNotFoundError`` naming the folder when it holds neither (a checkpoint that was not kept)."""
+    checkpoint = Path(checkpoint)
+    weights = checkpoint / "model.safetensors"
+    if weights.is_file():
+        return weights
+    if not (checkpoint / DEEPSPEED_TAG).is_dir():
+        raise FileNotFoundError(f"{checkpoint}: no model.safetensors and no DeepSpeed {DEEPSPEED_TAG}/ (not kept)")
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    from safetensors.torch import save_file
+
+    state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint), tag=DEEPSPEED_TAG)
+    tmp = weights.with_name(weights.name + ".tmp")
+    # tied parameters come back as one tensor under two names: each name gets its own copy
+    save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(tmp), metadata={"format": "pt"})
+    tmp.replace(weights)
+    return weights
+
+
 def _save_checkpoint(acc, output_dir: Path, state: _EngineState, hooks: RLHooks, limit: int, scheduler: Any) -> Path:
     final = output_dir / f"checkpoint-{state.step}"
     tmp = output_dir / f"checkpoint-{state.step}.tmp"
@@ -717,8 +745,11 @@ def train_rl(
     if done.exists():
         return json.loads(done.read_text())
     output_dir.mkdir(parents=True, exist_ok=True)
-    # bf16 from the run config: the DeepSpeed file's "auto" follows the accelerator's mixed precision
-    acc = Accelerator(cpu=cfg.runtime.device == "cpu", mixed_precision="bf16" if cfg.runtime.bf16 else "no")
+    # bf16 from the run config: the DeepSpeed file's "auto" follows the accelerator's mixed precision. A CPU run
+    # with a DeepSpeed file leaves accelerate's device choice alone: cpu=True would turn the DEEPSPEED launch into
+    # a plain one, and DeepSpeed's CPU accelerator puts the engine on the CPU (the paper_smoke overlay)
+    cpu = cfg.runtime.device == "cpu" and cfg.runtime.deepspeed_config is None
+    acc = Accelerator(cpu=cpu, mixed_precision="bf16" if cfg.runtime.bf16 else "no")
     if acc.state.deepspeed_plugin is not None:
         fill_deepspeed_config(
             acc.state.deepspeed_plugin.deepspeed_config,

@@ -86,15 +86,16 @@ def dual_agent(cfg: Config, planner: str | Path, grounder: str | Path) -> Any:
 
 def checkpoint_model(result: Mapping[str, Any], step: int, out: Path) -> Path:
     """A loadable model folder of GRPO checkpoint ``step`` (the engine's ``checkpoint-<step>``: its
-    ``model.safetensors`` over the run's start model), written once to ``out``."""
+    weights over the run's start model, :func:`guirl.train.rl.checkpoint_weights`, so a checkpoint
+    saved under DeepSpeed loads too), written once to ``out``."""
     import shutil
+
+    from guirl.train.rl import checkpoint_weights
 
     src = Path(result["final"]).parent / f"checkpoint-{step}"
     if (out / "config.json").is_file():
         return out
-    weights = src / "model.safetensors"
-    if not weights.is_file():
-        raise FileNotFoundError(f"{src}: no model.safetensors (checkpoint {step} was not kept)")
+    weights = checkpoint_weights(src)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(Path(result["base_model"]), tmp)
