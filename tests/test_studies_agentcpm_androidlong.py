@@ -143,6 +143,28 @@ def load_splits_stub():
 
 
 # ----------------------------------------------------------------------------- data
+def test_the_compact_json_data_folder_of_a_converted_data_set_reaches_its_images(tmp_path):
+    # a converted data set keeps its screenshots under its own folder (androidcontrol/<episode>/<i>.png),
+    # not MiniGUI's images/: the folder links what the screenshots name, and a second write keeps the links
+    import importlib.util
+
+    from guirl.data.loaders import convert_dataset
+
+    spec = importlib.util.spec_from_file_location(
+        "make_fixtures", Path(__file__).parent / "fixtures" / "make_fixtures.py"
+    )
+    mf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mf)  # type: ignore[union-attr]
+    converted = tmp_path / "converted"
+    convert_dataset("androidcontrol", mf.PUBLIC["androidcontrol"](tmp_path / "src"), converted)
+    split = load_splits(converted)["train"]
+    assert S.screenshot_tops(split.episodes) == ["androidcontrol"]
+    for _ in range(2):
+        S.write_agentcpm_data(converted, split, [ep.episode_id for ep in split.episodes], tmp_path / "acpm")
+    out = load_splits(tmp_path / "acpm")["train"]
+    assert out.episodes and all((out.image_root / s.screenshot).is_file() for ep in out.episodes for s in ep.steps)
+
+
 def test_dedup_and_the_compact_json_data_folder(cfg, data, tmp_path):
     split = load_splits(data)["train"]
     d = S.dedup(cfg, split)

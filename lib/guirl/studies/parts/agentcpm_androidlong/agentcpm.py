@@ -116,11 +116,18 @@ def dedup_sweep(result: Dedup, thresholds: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def screenshot_tops(episodes: Sequence[Any]) -> list[str]:
+    """The first path component of every screenshot of ``episodes`` (paths relative to the split's
+    image root: ``images`` for MiniGUI, the data set's own folder, e.g. ``androidcontrol``, for a
+    converted one), sorted: what a data folder reusing those images must link."""
+    return sorted({Path(s.screenshot).parts[0] for ep in episodes for s in ep.steps})
+
+
 def write_agentcpm_data(source: Path, split: Split, kept: Sequence[str], out_dir: Path) -> dict[str, int]:
     """A data folder for 07's compact JSON stages: ``out_dir/train/episodes.jsonl`` with the
     trajectories of ``split`` whose ids are in ``kept`` (the de-duplication's), each without the
     steps the paper's schema cannot write (:func:`guirl.methods.agentcpm.data.compact_episode`);
-    ``out_dir/train/images`` links to the split's images folder (``source``: the data folder, for the
+    ``out_dir/train/<top>`` links to the split's image folders (:func:`screenshot_tops`) (``source``: the data folder, for the
     record). Rewritten only when its content changes (the stages fingerprint the folder by path).
     Returns counts: ``trajectories`` / ``steps`` of the split, ``kept`` trajectories, ``kept_steps``
     (their steps), ``schema_left_out`` (steps left out), ``train_steps`` (written)."""
@@ -139,12 +146,12 @@ def write_agentcpm_data(source: Path, split: Split, kept: Sequence[str], out_dir
         tmp.unlink()
     else:
         tmp.replace(target)
-    link = train / "images"
-    images = (Path(split.image_root) / "images").resolve()
-    if link.is_symlink() and Path(os.readlink(link)) != images:
-        link.unlink()
-    if not link.exists():
-        link.symlink_to(images, target_is_directory=True)
+    for top in screenshot_tops(compact):
+        link, target = train / top, (Path(split.image_root) / top).resolve()
+        if link.is_symlink() and Path(os.readlink(link)) != target:
+            link.unlink()
+        if not link.is_symlink():
+            link.symlink_to(target, target_is_directory=target.is_dir())
     (Path(out_dir) / "source.json").write_text(json.dumps({"source": str(source), "kept": len(compact)}) + "\n")
     kept_steps = sum(len(ep.steps) for ep in chosen)
     train_steps = sum(len(ep.steps) for ep in compact)
