@@ -63,11 +63,16 @@ def isolated_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_ca
     return roots
 
 
+#: The longest modules, started first: the notebook smoke chains, then the paper-path chain.
+LONG_MODULES = ("test_notebooks_smoke_", "test_notebooks_paper_path")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The notebook smoke chains (tests/test_notebooks_smoke_*.py) first, in their order: they are the
-    longest modules, and ``make test`` (``--dist loadscope --no-loadscope-reorder``) hands modules to
-    its processes in this order, so each chain starts at once on its own process."""
-    items.sort(key=lambda it: not it.path.name.startswith("test_notebooks_smoke_"))  # stable: order kept within each
+    """The notebook smoke chains (tests/test_notebooks_smoke_*.py) and the paper-path chain
+    (tests/test_notebooks_paper_path.py) first, in their order: they are the longest modules, and
+    ``make test`` (``--dist loadscope --no-loadscope-reorder``) hands modules to its processes in
+    this order, so the chains start first, each on one process."""
+    items.sort(key=lambda it: not it.path.name.startswith(LONG_MODULES))  # stable: order kept within each
 
 
 @pytest.fixture(scope="module")
