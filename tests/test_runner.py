@@ -257,7 +257,10 @@ def test_cli_unreadable_notebook_exits_2(tmp_path: Path, capsys) -> None:
         (["notebooks/00_data_prep.ipynb", "--force"], "--force needs --all or --dag"),  # force a plain run
         (["--all", "--dag"], "need a single NOTEBOOK"),  # --dag names one notebook
         (["notebooks/00_data_prep.ipynb", "-p", "source", "aitz"], "--override data.source=aitz"),  # old usage
-        (["notebooks/00_data_prep.ipynb", "--overlay", "smok"], "known overlays: one_gpu, paper_smoke, smoke"),  # unknown overlay
+        (
+            ["notebooks/00_data_prep.ipynb", "--overlay", "smok"],
+            "known overlays: one_gpu, paper_smoke, smoke",
+        ),  # unknown overlay
     ],
 )
 def test_cli_usage_errors_exit_2(args: list[str], message: str, capsys) -> None:
