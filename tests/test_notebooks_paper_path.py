@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import pytest
 
 from guirl.config import load_config
 from guirl.runner import run_notebook
+from test_notebooks import in_range
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = "paper-3b"
@@ -258,16 +258,6 @@ def _tables(folder: Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _numbers_in_range(rows: list[dict[str, Any]], columns: tuple[str, ...], low: float, high: float) -> int:
-    n = 0
-    for r in rows:
-        for k, v in r.items():
-            if k.endswith(columns) and isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
-                assert low <= v <= high, (k, v)
-                n += 1
-    return n
-
-
 def _deepspeed_checkpoints(stage_dir: Path) -> list[Path]:
     """The DeepSpeed checkpoints a stage wrote: ``checkpoint-*/global_step*`` (transformers' Trainer,
     the SFT stages) or ``checkpoint-*/pytorch_model`` (accelerate's ``save_state`` under DeepSpeed,
@@ -297,7 +287,7 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
     if notebook == "01_sft":
         t2 = tables["table2_step_metrics"]
         assert [c for c in t2[0] if c.endswith(" SR")] == ["test SR"]  # AndroidControl's official test split
-        assert _numbers_in_range(t2, (" TM", " SR"), 0.0, 100.0) > 0
+        in_range(t2, lambda k: k.endswith((" TM", " SR")), 0.0, 100.0)
         assert all(r["location"].startswith("CCPO Table 2") for r in tables["table2_vs_paper"])
         for stage in ("sft", "sft_3AO"):
             assert _deepspeed_checkpoints(runs / stage), f"01's {stage} trained without DeepSpeed"
@@ -312,12 +302,12 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
     if notebook == "04_ces_staged_rl":  # trained on GUI-Odyssey, scored on its test split and AITZ's and AMEX's
         assert cfg.method_section("ces").eval.protocol == "ces_paper"  # CES Sec. 5.1: the acted element's box
         for row in tables["table1"]:
-            assert _numbers_in_range([row], ("test SR",), 0.0, 100.0) == 3, row
+            assert in_range([row], lambda k: k.endswith("test SR"), 0.0, 100.0) == 3, row
         assert {"test SR", "aitz/test SR", "amex/test SR"} <= set(tables["table1"][0])
     if notebook == "07_agentcpm_androidlong":  # AgentCPM-GUI's AndroidControl rule on AndroidControl's test split
         caption = json.loads((folder / "table2_tm_em.json").read_text())["caption"]
         assert "androidcontrol test split under the agentcpm_androidcontrol protocol" in caption, caption
-        assert _numbers_in_range(tables["table2_tm_em"], (" TM", " EM"), 0.0, 100.0) > 0
+        in_range(tables["table2_tm_em"], lambda k: k.endswith((" TM", " EM")), 0.0, 100.0)
 
 
 @pytest.mark.notebook
