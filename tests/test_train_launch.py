@@ -56,7 +56,14 @@ def sha(path: Path) -> str:
         (["runtime.stage_launcher=subprocess"], 1, DIRECT),
         (["runtime.stage_launcher=accelerate"], 1, ACCELERATE),
         (["runtime.num_processes=2"], 1, ACCELERATE),
-        (["runtime.deepspeed_config=configs/deepspeed/zero2.json"], 1, ACCELERATE),
+        (  # DeepSpeed (with the launch config it takes effect under)
+            [
+                "runtime.deepspeed_config=configs/deepspeed/zero2.json",
+                "runtime.accelerate_config=configs/accelerate/multi_gpu_zero2.yaml",
+            ],
+            1,
+            ACCELERATE,
+        ),
     ],
 )
 def test_launch_mode(overrides, parallel, mode, tmp_path):
