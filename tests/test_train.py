@@ -578,3 +578,150 @@ def test_corrupt_checkpoint_weights_are_named_and_passed_over(tiny_model, minigu
     final.write_bytes(b"\0" * 64)
     with pytest.raises(CorruptCheckpointError, match=rf"{final}: the weights are corrupt .*; delete the folder"):
         load_model(out / "final")
+
+
+@pytest.mark.parametrize(
+    "n, length, processes, expect",
+    [
+        # a step budget wins over epochs
+        (100, {"max_steps": 7, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, 1, 7),
+        # 10 records in batches of 4: 3 batches an epoch (the last one short, never dropped), 2 epochs
+        (
+            10,
+            {
+                "max_steps": -1,
+                "num_train_epochs": 2.0,
+                "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 1,
+            },
+            1,
+            6,
+        ),
+        # 3 batches, accumulated by 2: 2 optimizer steps an epoch (a partial accumulation still steps)
+        (
+            10,
+            {
+                "max_steps": -1,
+                "num_train_epochs": 1.0,
+                "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 2,
+            },
+            1,
+            2,
+        ),
+        # 5 batches over 2 processes: 3 each (accelerate evens them), 1.5 epochs -> ceil(4.5)
+        (
+            20,
+            {
+                "max_steps": -1,
+                "num_train_epochs": 1.5,
+                "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 1,
+            },
+            2,
+            5,
+        ),
+        # fewer batches than the accumulation: still one step an epoch
+        (
+            3,
+            {
+                "max_steps": -1,
+                "num_train_epochs": 3.0,
+                "per_device_train_batch_size": 4,
+                "gradient_accumulation_steps": 8,
+            },
+            1,
+            3,
+        ),
+        # Co-EPG App. B's SFT shape: 8 processes x 1 x 12 = 96 records a step, 3 epochs of 4,218 records: ceil(528 / 12) x 3
+        (
+            4218,
+            {
+                "max_steps": -1,
+                "num_train_epochs": 3.0,
+                "per_device_train_batch_size": 1,
+                "gradient_accumulation_steps": 12,
+            },
+            8,
+            132,
+        ),
+    ],
+)
+def test_optimizer_steps_by_budget_or_epochs(n, length, processes, expect):
+    from guirl.train.sft import optimizer_steps
+
+    assert optimizer_steps(n, **length, processes=processes) == expect
+
+
+def test_optimizer_steps_match_accelerates_sharded_loader():
+    # the batches each process sees, counted by accelerate's own sampler, then Trainer's step count of them
+    import math
+
+    from accelerate.data_loader import BatchSamplerShard
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    from guirl.train.sft import optimizer_steps
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        n=hs.integers(1, 400),
+        batch=hs.integers(1, 9),
+        accum=hs.integers(1, 6),
+        processes=hs.integers(1, 8),
+        epochs=hs.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0, 10.0]),
+    )
+    def check(n, batch, accum, processes, epochs):
+        sampler = BatchSampler(SequentialSampler(range(n)), batch, drop_last=False)
+        lengths = {
+            sum(1 for _ in BatchSamplerShard(sampler, processes, i, even_batches=True)) for i in range(processes)
+        }
+        assert len(lengths) == 1  # every process as many batches
+        (batches,) = lengths
+        per_epoch = max(batches // accum + int(batches % accum > 0), 1)  # transformers' set_initial_training_values
+        length = {"max_steps": -1, "num_train_epochs": epochs}
+        got = optimizer_steps(
+            n, **length, per_device_train_batch_size=batch, gradient_accumulation_steps=accum, processes=processes
+        )
+        assert got == math.ceil(epochs * per_epoch)
+
+    check()
+
+
+def test_optimizer_steps_refuse_an_empty_epoch():
+    from guirl.train.sft import optimizer_steps
+
+    with pytest.raises(ValueError, match="no records"):
+        optimizer_steps(0, max_steps=-1, per_device_train_batch_size=2, gradient_accumulation_steps=1)
+
+
+def test_an_epoch_stage_trains_the_steps_its_schedule_resolves_before_training(tiny_model, minigui, tmp_path):
+    # 5 records in batches of 2 accumulated by 2, 1.5 epochs: the schedule says 3 before training; the trainer trains 3
+    from guirl.data.splits import load_splits
+    from guirl.prompts import prompt_spec
+    from guirl.train.data import sft_records, write_records
+    from guirl.train.sft import stage_schedule
+
+    cfg = load_config(
+        "tiny",
+        overrides=["sft.max_steps=null", "sft.epochs=1.5", "sft.per_device_batch_size=2", "sft.grad_accum=2"],
+    )
+    train = load_splits(minigui)["train"]
+    recs = sft_records(
+        train.episodes[:3], [prompt_spec(cfg, "1AO")], image_root="train", min_pixels=3136, max_pixels=141120
+    )[:5]
+    path = write_records(tmp_path / "records.jsonl", recs)
+    plan = stage_schedule(cfg, "records", minigui, {"records": path})
+    assert plan == {
+        "records": 5,
+        "epochs": 1.5,
+        "per_device_batch": 2,
+        "grad_accum": 2,
+        "processes": 1,
+        "global_batch": 4,
+        "optimizer_steps": 3,
+        "from": "epochs",
+    }
+    stage = stage_of(cfg, "records", data_dir=minigui, base_model=tiny_model, output_dir=tmp_path / "out", records=path)
+    assert run_stage(stage, echo=False)["global_step"] == plan["optimizer_steps"]

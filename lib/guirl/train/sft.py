@@ -38,6 +38,7 @@ means done); its ``train_seconds`` sum the runs that trained the stage.
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from pathlib import Path
@@ -247,6 +248,86 @@ def _logging_steps(max_steps: int | None) -> int:
     return 10 if max_steps is None else max(1, min(10, max_steps // 10))
 
 
+def stage_length(cfg: RunConfig, stage: str) -> dict[str, Any]:
+    """How long ``stage`` trains and in what batches, as ``transformers.TrainingArguments`` keys
+    (what :func:`training_args` passes and :func:`optimizer_steps` reads): ``max_steps`` (-1: by
+    ``num_train_epochs``, the ``sft`` and ``records`` stages without ``sft.max_steps``),
+    ``num_train_epochs`` (those two stages only), ``per_device_train_batch_size`` and
+    ``gradient_accumulation_steps``. Grounding and pretraining always train a step budget."""
+    if stage not in SFT_STAGES:
+        raise ValueError(f"unknown SFT stage {stage!r}; known: {', '.join(SFT_STAGES)}")
+    if stage == "pretrain":
+        p = cfg.pretrain
+        if p is None:
+            raise ValueError("a pretrain stage needs the config section 'pretrain'")
+        return {
+            "max_steps": p.max_steps,
+            "per_device_train_batch_size": p.per_device_batch_size,
+            "gradient_accumulation_steps": 1,
+        }
+    if stage == "grounding":
+        g = cfg.grounding
+        return {
+            "max_steps": g.max_steps,
+            "per_device_train_batch_size": g.per_device_batch_size,
+            "gradient_accumulation_steps": 1,
+        }
+    s = cfg.sft
+    return {
+        "num_train_epochs": s.epochs,
+        "max_steps": s.max_steps if s.max_steps is not None else -1,
+        "per_device_train_batch_size": s.per_device_batch_size,
+        "gradient_accumulation_steps": s.grad_accum,
+    }
+
+
+def optimizer_steps(
+    n_records: int,
+    *,
+    max_steps: int,
+    per_device_train_batch_size: int,
+    gradient_accumulation_steps: int,
+    processes: int = 1,
+    num_train_epochs: float = 3.0,
+) -> int:
+    """The optimizer steps ``transformers.Trainer`` trains (its ``max_steps``) on ``n_records``
+    records: ``max_steps`` when positive, else ``ceil(num_train_epochs x max(ceil(B / A), 1))``
+    with ``B = ceil(ceil(n_records / per_device_batch) / processes)`` batches per process and epoch
+    (accelerate's sharded loader: no batch dropped, every process as many batches) and ``A`` the
+    gradient accumulation steps. The keyword arguments are :func:`stage_length`'s; ``num_train_epochs``
+    defaults to ``TrainingArguments``'."""
+    if max_steps > 0:
+        return max_steps
+    if n_records < 1:
+        raise ValueError("optimizer_steps: no records to train on (an epoch of 0 batches)")
+    batches = math.ceil(math.ceil(n_records / per_device_train_batch_size) / processes)
+    per_epoch = max(math.ceil(batches / gradient_accumulation_steps), 1)
+    return math.ceil(num_train_epochs * per_epoch)
+
+
+def stage_schedule(cfg: RunConfig, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None) -> dict[str, Any]:
+    """What ``stage`` will train, resolved before it trains: ``records`` (:func:`build_records`),
+    ``epochs`` (``None`` where a step budget sets the length), ``per_device_batch``, ``grad_accum``,
+    ``processes`` (``runtime.num_processes``), ``global_batch`` (records per optimizer step),
+    ``optimizer_steps`` (:func:`optimizer_steps`, the stage's ``global_step`` once trained) and
+    ``from`` (``epochs`` or ``max_steps``)."""
+    length = stage_length(cfg, stage)
+    n = len(build_records(cfg, stage, data_dir, inputs))
+    processes = cfg.runtime.num_processes
+    by_epochs = length["max_steps"] <= 0
+    batch, accum = length["per_device_train_batch_size"], length["gradient_accumulation_steps"]
+    return {
+        "records": n,
+        "epochs": length["num_train_epochs"] if by_epochs else None,
+        "per_device_batch": batch,
+        "grad_accum": accum,
+        "processes": processes,
+        "global_batch": batch * accum * processes,
+        "optimizer_steps": optimizer_steps(n, **length, processes=processes),
+        "from": "epochs" if by_epochs else "max_steps",
+    }
+
+
 def training_args(cfg: RunConfig, stage: str, output_dir: Path):
     """TRL ``SFTConfig`` for a stage; every number comes from the run config."""
     from trl import SFTConfig
@@ -267,17 +348,15 @@ def training_args(cfg: RunConfig, stage: str, output_dir: Path):
         max_length=None,  # never truncate: truncation would cut image placeholder tokens
         deepspeed=str(resolve_repo_path(cfg.runtime.deepspeed_config)) if cfg.runtime.deepspeed_config else None,
     )
+    length = stage_length(cfg, stage)
     if stage == "pretrain":
         p = cfg.pretrain
-        if p is None:
-            raise ValueError("a pretrain stage needs the config section 'pretrain'")
+        assert p is not None  # stage_length named the missing section
         return SFTConfig(
             **{**common, "completion_only_loss": None},
+            **length,
             assistant_only_loss=True,  # every answer of the conversation (TRL's Qwen2.5-VL training template)
             learning_rate=p.learning_rate,
-            max_steps=p.max_steps,
-            per_device_train_batch_size=p.per_device_batch_size,
-            gradient_accumulation_steps=1,
             warmup_steps=p.warmup_ratio,
             lr_scheduler_type=p.lr_scheduler_type,
             weight_decay=0.0,
@@ -288,10 +367,8 @@ def training_args(cfg: RunConfig, stage: str, output_dir: Path):
         g = cfg.grounding
         return SFTConfig(
             **common,
+            **length,
             learning_rate=g.learning_rate,
-            max_steps=g.max_steps,
-            per_device_train_batch_size=g.per_device_batch_size,
-            gradient_accumulation_steps=1,
             warmup_steps=0.05,
             lr_scheduler_type="cosine",
             save_steps=max(1, min(cfg.sft.save_steps, g.max_steps)),
@@ -300,11 +377,8 @@ def training_args(cfg: RunConfig, stage: str, output_dir: Path):
     s = cfg.sft
     return SFTConfig(
         **common,
+        **length,
         learning_rate=s.learning_rate,
-        num_train_epochs=s.epochs,
-        max_steps=s.max_steps if s.max_steps is not None else -1,
-        per_device_train_batch_size=s.per_device_batch_size,
-        gradient_accumulation_steps=s.grad_accum,
         warmup_steps=s.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
         lr_scheduler_type=s.lr_scheduler_type,
         weight_decay=s.weight_decay,
