@@ -344,6 +344,11 @@ def check_01_sft(out: Outputs, state: dict[str, Any]) -> None:
     # zero-shot and the executor at the first history setting, the main agent's model of each setting at it
     # (tiny: one model per setting, CCPO's separate 1AO / 3AO models)
     assert [a.history for a in history_agents(cfg)] == cfg.sft.histories[1:] == cfg.eval.histories[1:]
+    trained = out.table("stages", rows=int(cfg.grounding.enabled) + len(agents) + len(history_agents(cfg)))
+    check_sft_schedule(out, trained)
+    assert [r["stage"] for r in trained] == (["grounding"] if cfg.grounding.enabled else []) + [
+        a.name for a in agents + history_agents(cfg)
+    ]
     table2 = out.table("table2_step_metrics", rows=2 + histories)
     assert [(r["model"], r["history"]) for r in table2] == [("zero-shot", cfg.eval.histories[0])] + [
         (a.name, h) for a in agents + history_agents(cfg) for h in evaluated_histories(cfg, a)
@@ -727,6 +732,18 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
         out.figure(name)
 
 
+def check_sft_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
+    """``sft_schedule``, written before the stages train, names the stages of ``trained`` (the
+    ``stages`` table's SFT rows) in order, with the records they trained on and the optimizer steps
+    they trained; its own columns agree with each other."""
+    plan = out.table("sft_schedule", rows=len(trained))
+    assert [r["stage"] for r in plan] == [r["stage"] for r in trained]
+    for want, got in zip(plan, trained):
+        assert want["optimizer_steps"] == got["steps"] >= 1 and want["records"] == got["records"], (want, got)
+        assert want["global_batch"] == want["per_device_batch"] * want["grad_accum"] * want["processes"]
+        assert (want["from"] == "epochs") == (want["epochs"] is not None), want
+
+
 def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.actions.formats import FORMAT_NAMES
     from guirl.methods.androidlong.errors import ERROR_TYPES
@@ -749,6 +766,7 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     stages = out.table("stages", rows=6)
     assert all(r["steps"] >= 1 for r in stages)
     assert [r["kind"] for r in stages] == ["sft", "sft", "sft", "rl", "rl", "rl"]
+    check_sft_schedule(out, stages[:3])
     marks_agree(out.table("reward_rise", rows=3))
     assert set(out.figure("rl_curves")["stage"]) == {"agentcpm_rft", "androidlong_grpo_nomem", "androidlong_grpo_mem"}
     # Table 1: Stage I and the two compact JSON models on the three CAGUI tasks

@@ -11,6 +11,7 @@ the Low-level executor (notebook 08 trains them again per training seed).
   :func:`sft_result` reads back the SFT model of one setting, the one RL at that setting starts
   from.
 * :func:`agent_stages`: the :class:`~guirl.train.launch.Stage` records that train them;
+  :func:`planned_stages` all of them by label (grounding included), before anything trains;
   :func:`train_agents` runs them (grounding first, then the agents, side by side when
   ``runtime.parallel_stages`` > 1).
 * :func:`upstream_agents` / :func:`zero_shot_source`: what notebook 01 trained, read back.
@@ -25,6 +26,7 @@ from typing import Any
 from guirl.config import Config
 from guirl.studies.shared.inputs import upstream_result
 from guirl.train.launch import SFT_ENTRY, Stage, run_stage, run_stages
+from guirl.train.sft import FINAL_DIR
 
 __all__ = [
     "GROUNDING",
@@ -39,6 +41,7 @@ __all__ = [
     "sft_result",
     "grounding_stage",
     "agent_stages",
+    "planned_stages",
     "train_agents",
     "zero_shot_source",
     "upstream_agents",
@@ -170,6 +173,29 @@ def agent_stages(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path, his
     ]
 
 
+def planned_stages(
+    cfg: Config,
+    *,
+    data_dir: Path,
+    base_model: Path,
+    run_dir: Path,
+    grounding: bool | None = None,
+    histories: bool = True,
+) -> dict[str, Stage]:
+    """The stages :func:`train_agents` trains, by the label it keys their results with, before any
+    of them runs (the agents' base model is the grounding stage's ``final`` folder when it trains):
+    what :func:`guirl.studies.shared.stages.sft_schedule` reads."""
+    out: dict[str, Stage] = {}
+    start = Path(base_model)
+    if cfg.grounding.enabled if grounding is None else grounding:
+        out[GROUNDING] = grounding_stage(cfg, data_dir=data_dir, base_model=start, run_dir=run_dir)
+        start = out[GROUNDING].output_dir / FINAL_DIR
+    agents = sft_agents(cfg) + (history_agents(cfg) if histories else [])
+    stages = agent_stages(cfg, data_dir=data_dir, start=start, run_dir=run_dir, histories=histories)
+    out.update(zip((a.name for a in agents), stages))
+    return out
+
+
 def train_agents(
     cfg: Config,
     *,
@@ -187,15 +213,13 @@ def train_agents(
     grounding model. The agents (and, with ``histories``, the :func:`history_agents`, queued after
     them) start from the grounding model (else from ``base_model``) and train side by side when
     ``runtime.parallel_stages`` > 1 (:func:`guirl.train.launch.run_stages`)."""
+    plan = planned_stages(
+        cfg, data_dir=data_dir, base_model=base_model, run_dir=run_dir, grounding=grounding, histories=histories
+    )
     out: dict[str, dict[str, Any]] = {}
-    start = Path(base_model)
-    if cfg.grounding.enabled if grounding is None else grounding:
-        out[GROUNDING] = run_stage(grounding_stage(cfg, data_dir=data_dir, base_model=start, run_dir=run_dir))
-        start = Path(out[GROUNDING]["final"])
-    stages = agent_stages(cfg, data_dir=data_dir, start=start, run_dir=run_dir, histories=histories)
-    agents = sft_agents(cfg) + (history_agents(cfg) if histories else [])
-    for agent, result in zip(agents, run_stages(stages, parallel=cfg.runtime.parallel_stages)):
-        out[agent.name] = result
+    if GROUNDING in plan:  # first: the agents start from its final folder
+        out[GROUNDING] = run_stage(plan.pop(GROUNDING))
+    out.update(zip(plan, run_stages(list(plan.values()), parallel=cfg.runtime.parallel_stages)))
     return out
 
 

@@ -1,6 +1,8 @@
 """What notebooks show of the stages they trained: one table of their results, their RL logs as
 curves, and whether RL moved the reward (02, 03, 04 and 07 use the same three).
 
+* :func:`sft_schedule`: one row per SFT stage before it trains: records, epochs or step budget,
+  batch, processes and the optimizer steps that makes.
 * :func:`stage_table`: one row per stage result (SFT or RL): steps, records or samples, seconds,
   the step it resumed from, why it was skipped.
 * :func:`rl_curves`: the per-step logs of RL stages as one table, keyed by the run's labels.
@@ -17,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from guirl.studies.shared.rl_runs import rl_log
+from guirl.train.stagestate import Stage
 
-__all__ = ["STAGE_COLUMNS", "stage_table", "rl_curves", "reward_rise"]
+__all__ = ["STAGE_COLUMNS", "sft_schedule", "stage_table", "rl_curves", "reward_rise"]
 
 #: Columns of :func:`stage_table`, in order.
 STAGE_COLUMNS = (
@@ -33,6 +36,25 @@ STAGE_COLUMNS = (
     "resumed_from",
     "skipped",
 )
+
+
+def sft_schedule(stages: Mapping[str, Stage]) -> pd.DataFrame:
+    """The optimizer steps of each SFT stage (``{label: Stage}``), resolved before it trains
+    (:func:`guirl.train.sft.stage_schedule`): ``stage`` (the label), ``kind`` (grounding / sft /
+    records), ``records``, ``epochs`` (empty where a step budget sets the length),
+    ``per_device_batch``, ``grad_accum``, ``processes``, ``global_batch``, ``optimizer_steps`` and
+    ``from`` (``epochs`` or ``max_steps``). A stage's ``global_step`` once trained equals its
+    ``optimizer_steps``."""
+    from guirl.train.launch import DATA_INPUT
+    from guirl.train.sft import stage_schedule
+
+    rows = []
+    for label, s in stages.items():
+        inputs = {k: Path(v) for k, v in s.inputs.items() if k != DATA_INPUT}
+        rows.append(
+            {"stage": label, "kind": s.name, **stage_schedule(s.cfg, s.name, Path(s.inputs[DATA_INPUT]), inputs)}
+        )
+    return pd.DataFrame(rows)
 
 
 def _is_rl(result: Mapping[str, Any]) -> bool:
