@@ -140,6 +140,8 @@ PAPER_TABLES: dict[str, set[str]] = {
         "online_vs_paper",
         "setup_vs_paper",
         "sft_gain",
+        "sft_schedule",
+        "stages",
         "step_metrics_ci",
         "table2_step_metrics",
         "table2_vs_paper",
@@ -232,6 +234,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "reward_rise",
         "schema_steps",
         "setup_vs_paper",
+        "sft_schedule",
         "stages",
         "table1_grounding",
         "table1_vs_paper",
@@ -291,6 +294,9 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
         assert all(r["location"].startswith("CCPO Table 2") for r in tables["table2_vs_paper"])
         for stage in ("sft", "sft_3AO"):
             assert _deepspeed_checkpoints(runs / stage), f"01's {stage} trained without DeepSpeed"
+    if notebook in ("01_sft", "07_agentcpm_androidlong"):  # each SFT stage trained the steps planned before it
+        trained = {r["stage"]: r["steps"] for r in tables["stages"]}
+        assert all(r["optimizer_steps"] == trained[r["stage"]] for r in tables["sft_schedule"]), tables["sft_schedule"]
     if notebook == "02_ccpo_rl":
         (schedule,) = tables["rl_schedule"]
         assert schedule["max_steps"] == cfg.rl.max_steps and schedule["from"] == "max_steps"  # the smoke budget wins
