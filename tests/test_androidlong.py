@@ -306,6 +306,8 @@ def test_variant_updates_on_the_paper_profile():
     assert (mem.model.min_pixels, mem.model.max_pixels) == (65536, 500000)
     assert (mem.eval.n_seeds, mem.eval.online_same_tasks, mem.eval.online_sampling.do_sample) == (3, True, True)
     assert mem.rl.temperature == cfg.rl.temperature  # Table 7's value is missing: the engine's stands
+    # verl's GRPO with no dynamic-sampling filter, though the profile's rl (CCPO Table 8) filters at 0.2
+    assert (mem.rl.dapo_std_threshold, cfg.rl.dapo_std_threshold) == (None, 0.2)
     plain = cfg.replace(variant_updates(cfg, memory=False))
     assert plain.androidlong.memory is False and plain.eval.max_new_tokens == cfg.eval.max_new_tokens
     t = load_config("paper-3b", overrides=["rl.temperature=0.7"])  # the one spelling of the rollout temperature
@@ -322,6 +324,7 @@ def test_variant_updates_on_the_tiny_recipe():
     v = cfg.replace(variant_updates(cfg, memory=True))
     assert v.rl.learning_rate == cfg.rl.learning_rate and v.sft.max_steps == cfg.androidlong.sft.max_steps == 100
     assert (v.rl.group_size, v.rl.prompts_per_step, v.rl.max_steps) == (4, 2, 4)
+    assert v.rl.dapo_std_threshold == cfg.rl.dapo_std_threshold  # the tiny profile's own filter
     assert (v.model.min_pixels, v.model.max_pixels, v.sft.learning_rate) == (
         cfg.model.min_pixels,
         cfg.model.max_pixels,

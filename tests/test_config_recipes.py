@@ -221,14 +221,27 @@ def test_stage_sections_are_checked_when_the_schema_is_built(section: type, word
 
 def test_stage_updates_and_mirrored_fields() -> None:
     sec = load_config("paper-7b").ces
-    assert mirrored_fields(sec.warmup) == ["epochs", "max_steps", "learning_rate"]
+    assert mirrored_fields(sec.warmup) == [
+        "epochs",
+        "max_steps",
+        "learning_rate",
+        "per_device_batch_size",
+        "grad_accum",
+        "warmup_ratio",
+        "lr_scheduler_type",
+    ]
     assert stage_updates(sec.warmup) == {
         "sft.epochs": 1.0,
         "sft.max_steps": None,
         "sft.learning_rate": 5e-5,
+        "sft.per_device_batch_size": 1,
+        "sft.grad_accum": 8,
+        "sft.warmup_ratio": 0.01,
+        "sft.lr_scheduler_type": "constant_with_warmup",
         "lora.enabled": True,
         "lora.r": 8,
         "lora.alpha": 16.0,
+        "lora.dropout": 0.1,
     }
     assert stage_updates(sec) == {}  # a plain section
     assert Sampling(do_sample=False).kwargs() == {"do_sample": False, "temperature": 1.0, "top_p": 1.0}
@@ -272,3 +285,66 @@ def test_the_runner_refuses_before_anything_runs(tmp_path: Path) -> None:
         plan_run("notebooks/02_ccpo_rl.ipynb", "tiny", overrides=["rl.role=semi_online"])
     plan = plan_run("notebooks/02_ccpo_rl.ipynb", "tiny", overrides=["rl.learning_rate=2e-4"])
     assert plan.config.rl.learning_rate == 2e-4
+
+
+# ----------------------------------------------------------------------------- no recipe leaks between papers
+#: Kernel keys CCPO's recipe sets that another paper's stage may still take from the profile, and why.
+SHARED_BY_DESIGN = {
+    "rl.micro_batch_size": "a memory split of each mini-batch (the loss is normalised over the mini-batch: the same "
+    "gradient, train/rl.py)",
+}
+
+
+def ccpo_values_reaching(cfg: Any, sections: dict[str, Section], donor: set[str], derived: set[str]) -> list[str]:
+    """The kernel keys in ``donor`` (CCPO's recipe) that a stage section of ``sections`` (``{path:
+    section}``, nested stage sections walked) takes from the profile instead of holding its own
+    value: every key of the mirrored kernel section that the stage section has no field for, less
+    the keys a notebook sets per stage (``derived``), :data:`SHARED_BY_DESIGN` and an adapter's
+    shape where the stage trains no adapter. ``cfg``: the run config whose kernel sections are mirrored."""
+    out = []
+
+    def walk(path: str, sec: Section) -> None:
+        for name in type(sec).model_fields:
+            value = getattr(sec, name)
+            if isinstance(value, Section):
+                walk(f"{path}.{name}", value)
+        mirror = type(sec).mirrors
+        if mirror is None or (mirror == "lora" and not getattr(sec, "enabled", True)):
+            return
+        for key in type(getattr(cfg, mirror)).model_fields:
+            dotted = f"{mirror}.{key}"
+            if dotted in donor and key not in type(sec).model_fields and dotted not in derived | set(SHARED_BY_DESIGN):
+                out.append(f"{path} takes {dotted} from the profile (CCPO's value)")
+
+    for path, sec in sections.items():
+        walk(path, sec)
+    return out
+
+
+@pytest.mark.parametrize("profile", ["paper-3b", "paper-7b"])
+def test_no_paper_trains_with_ccpos_values(profile: str) -> None:
+    """Issue of recipes leaking: the paper profiles' kernel keys are CCPO's (Tables 7-8, notebooks 01
+    and 02); every other paper's stage holds its own value of each such key it trains with, a paper
+    value or one marked 'not a paper value' in ``methods/<paper>/config.py``."""
+    from guirl.methods.ccpo.config import recipe
+
+    cfg = load_config(profile)
+    donor = {k for src in ("androidcontrol", "guiodyssey", "mind2web") for k in recipe("paper", src)}
+    for m in methods.all_methods():
+        if m.name in ("ccpo", "semi_online") or m.config_section is None:
+            continue
+        sec = cfg.method_section(m.name)
+        subs = {
+            f"{m.name}.{n}": getattr(sec, n) for n in type(sec).model_fields if isinstance(getattr(sec, n), Section)
+        }
+        assert ccpo_values_reaching(cfg, subs, donor, set(m.derived)) == [], m.name
+
+
+def test_the_leak_check_can_fail() -> None:
+    class Leaky(Section):
+        mirrors: ClassVar[str] = "sft"
+        learning_rate: float = 1e-6
+
+    cfg = load_config("tiny")
+    leaks = ccpo_values_reaching(cfg, {"x.sft": Leaky()}, {"sft.learning_rate", "sft.warmup_ratio"}, set())
+    assert leaks == ["x.sft takes sft.warmup_ratio from the profile (CCPO's value)"]

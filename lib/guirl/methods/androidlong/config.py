@@ -65,6 +65,10 @@ class AndroidLongSFT(Section):
     max_steps: int | None = Field(
         default=None, ge=1, le=cb.MAX_STEPS
     )  # not a paper value: a step budget (null: epochs)
+    # not paper values: App. C.2 gives no batch or warm-up (Swift, packed batches); CCPO Table 7's, made AndroidLong's own
+    per_device_batch_size: int = Field(default=1, ge=1, le=cb.MAX_BATCH)
+    grad_accum: int = Field(default=8, ge=1, le=cb.MAX_BATCH)
+    warmup_ratio: float = Field(default=0.01, ge=0, lt=1)
     lora: cb.StageAdapter = Field(default_factory=cb.StageAdapter)  # AndroidLong App. C.2: all parameters (no adapter)
 
 
@@ -83,6 +87,8 @@ class AndroidLongRL(Section):
     group_size: int = Field(default=8, ge=2, le=cb.MAX_BATCH)  # AndroidLong Table 7: samples per task (n)
     prompts_per_step: int = Field(default=32, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: 256 episodes at once / 8
     mini_batches: int = Field(default=1, ge=1, le=cb.MAX_BATCH)  # AndroidLong Table 7: one PPO epoch, one update
+    # AndroidLong App. C.2 / Table 7: verl's GRPO with no dynamic-sampling filter (not CCPO's DAPO threshold)
+    dapo_std_threshold: float | None = Field(default=None, ge=0, le=cb.MAX_COEF)
     max_steps: int = Field(default=100, ge=1, le=cb.MAX_STEPS)  # not a paper value (the paper recipe: rl.max_steps)
 
 
@@ -143,12 +149,33 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
     if kind != "tiny":
         return {"androidlong.rl.max_steps": PROFILE}
     out: dict[str, Any] = {f"androidlong.model.{k}": PROFILE for k in ("min_pixels", "max_pixels")}
-    out.update({f"androidlong.sft.{k}": PROFILE for k in ("epochs", "learning_rate", "lr_scheduler_type")})
+    out.update(
+        {
+            f"androidlong.sft.{k}": PROFILE
+            for k in (
+                "epochs",
+                "learning_rate",
+                "lr_scheduler_type",
+                "per_device_batch_size",
+                "grad_accum",
+                "warmup_ratio",
+            )
+        }
+    )
     out["androidlong.sft.lora.enabled"] = PROFILE
     out.update(
         {
             f"androidlong.rl.{k}": PROFILE
-            for k in ("learning_rate", "max_grad_norm", "eps_low", "eps_high", "beta", "max_new_tokens", "mini_batches")
+            for k in (
+                "learning_rate",
+                "max_grad_norm",
+                "eps_low",
+                "eps_high",
+                "beta",
+                "max_new_tokens",
+                "mini_batches",
+                "dapo_std_threshold",
+            )
         }
     )
     out.update({f"androidlong.eval.{k}": PROFILE for k in ("n_seeds", "online_same_tasks", "online_sampling")})

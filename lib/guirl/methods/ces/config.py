@@ -29,6 +29,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from guirl.configbase import (
+    LR_SCHEDULERS,
     MAX_BATCH,
     MAX_COEF,
     MAX_COUNT,
@@ -88,6 +89,9 @@ class CESRoleRL(Section):
     eps_high: float = Field(default=0.2, ge=0, le=MAX_COEF)  # CES Table 4: clip_ratio
     max_new_tokens: int = Field(default=256, ge=1, le=MAX_TOKENS)  # CES Table 4: max_response_length
     dapo_std_threshold: float | None = Field(default=None, ge=0, le=MAX_COEF)  # CES eqs. 12 / 19: plain GRPO
+    # not paper values: CES Table 4 gives no KL coefficient and no mini-batch split (CCPO Table 8's, made CES's own)
+    beta: float = Field(default=1e-4, ge=0, le=MAX_COEF)
+    mini_batches: int = Field(default=4, ge=1, le=MAX_BATCH)
 
 
 class CESCoordinatorRL(CESRoleRL):
@@ -111,6 +115,7 @@ class CESLora(Section):
     enabled: bool = True  # CES App. B.2: "We used LoRA for fine-tuning"
     r: int = Field(default=8, ge=1, le=MAX_RANK)  # CES App. B.2: LoRA rank 8
     alpha: float = Field(default=16, gt=0, le=MAX_COEF)  # CES App. B.2: LoRA alpha 16
+    dropout: float = Field(default=0.1, ge=0, lt=1)  # not a paper value: CES gives none (CCPO Table 7's 0.1)
 
 
 class CESWarmup(Section):
@@ -123,6 +128,12 @@ class CESWarmup(Section):
     epochs: float = Field(default=1, gt=0, le=MAX_EPOCHS)  # CES Sec. 5.1 / App. B.2: one epoch
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # trained by epochs
     learning_rate: float = Field(default=5e-5, gt=0, le=MAX_LR)  # CES Sec. 5.1 / App. B.2
+    # not paper values: CES gives no warm-up batch or schedule (CCPO Table 7's AndroidControl values, made CES's own:
+    # 1 x 8 x 8 GPUs = 64 a step, constant after a 0.01 warm-up)
+    per_device_batch_size: int = Field(default=1, ge=1, le=MAX_BATCH)
+    grad_accum: int = Field(default=8, ge=1, le=MAX_BATCH)
+    warmup_ratio: float = Field(default=0.01, ge=0, lt=1)
+    lr_scheduler_type: Literal[LR_SCHEDULERS] = "constant_with_warmup"  # type: ignore[valid-type]
     lora: CESLora = Field(default_factory=CESLora)
     samples: int = Field(default=1000, ge=1, le=MAX_COUNT)  # CES App. B.1: 1K GUI-Odyssey steps
     think: Literal["description_intention", "intention"] = (
@@ -232,6 +243,12 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         "ces.weak_executor_steps": 70,  # 01's Low-executor recipe for 70 of its 280 steps (Table 2's weaker executor)
         "ces.warmup.learning_rate": 2e-3,  # full-parameter SFT of the tiny models (as sft.executor); CES: 5e-5, LoRA
         "ces.warmup.lora.enabled": PROFILE,  # the tiny profile trains every parameter (random-init models)
+        **{
+            f"ces.warmup.{k}": PROFILE
+            for k in ("per_device_batch_size", "grad_accum", "warmup_ratio", "lr_scheduler_type")
+        },
+        "ces.warmup.lora.dropout": PROFILE,
+        **{f"ces.{role}.{k}": PROFILE for role in ("coordinator", "state_tracker") for k in ("beta", "mini_batches")},
         "ces.warmup.samples": 480,  # training steps (60 SFT steps of 8); CES App. B.1: 1K
         "ces.warmup.think": "intention",  # the intention only (half the tokens); CES: description.intention
         "ces.rl_pool": 64,  # RL tasks; CES App. B.1: 3K

@@ -99,6 +99,7 @@ class CoEPGSFT(Section):
     )  # Co-EPG App. B: global batch 96 = 1 x 12 x 8 GPUs;
     grad_accum: int = Field(default=12, ge=1, le=MAX_BATCH)  # the split of the 96 is not given (8 GPUs, App. B)
     weight_decay: float = Field(default=0.05, ge=0, le=MAX_COEF)  # Co-EPG App. B
+    warmup_ratio: float = Field(default=0.01, ge=0, lt=1)  # not a paper value: App. B names a warm-up, not its ratio
     lora: StageAdapter = Field(default_factory=StageAdapter)  # Co-EPG App. B: all parameters (ZeRO-3, no adapter)
 
 
@@ -119,6 +120,7 @@ class CoEPGGRPO(Section):
     eps_low: float = Field(default=0.2, ge=0, lt=1)  # Co-EPG App. B: clip ratio epsilon
     eps_high: float = Field(default=0.2, ge=0, le=MAX_COEF)  # Co-EPG App. B: clip ratio epsilon
     dapo_std_threshold: float | None = Field(default=None, ge=0, le=MAX_COEF)  # Co-EPG App. B: plain GRPO, no filter
+    mini_batches: int = Field(default=4, ge=1, le=MAX_BATCH)  # not a paper value: App. B gives no mini-batch split
     priors: tuple[Annotated[float, Field(ge=0, le=MAX_COEF)], ...] = (
         PAPER_PRIORS  # Co-EPG App. B-C: 1 : 1 : 2 (Table 5)
     )
@@ -272,6 +274,8 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         "coepg.sft.learning_rate": PROFILE,  # the tiny profile's SFT rate, 3e-3 (Co-EPG App. B: 1e-6)
         "coepg.sft.lora.enabled": PROFILE,
         "coepg.sft.weight_decay": PROFILE,  # the tiny profile's 0 (Co-EPG App. B: 0.05)
+        "coepg.sft.warmup_ratio": PROFILE,
+        "coepg.grpo.mini_batches": PROFILE,
         "coepg.sft.max_steps": 60,
         "coepg.grpo.max_steps": 6,
         "coepg.grpo.group_size": PROFILE,  # the tiny profile's 4 (Co-EPG App. B: 7)
