@@ -150,6 +150,11 @@ def test_exponent_numbers_are_numbers() -> None:
         ("Table 7,390,learning rate,AC,3e-5,,01_sft,,sft.learning_rate,differs,", "says why in its note"),
         ("Table 7,390,learning rate,AC,3e-5,,01_sft,,sft.learning_rate + 1,same,", "key: 'sft.learning_rate + 1'"),
         ("Table 7,390,,AC,3e-5,,01_sft,,sft.learning_rate,same,", "hyperparameter and paper_value must be non-empty"),
+        # a value the paper does not give: both columns say so, and only then
+        ("Table 7,390,warm-up,AC,not stated,,01_sft,,sft.warmup_ratio,same,", "paper_value and expect 'not stated'"),
+        ("Table 7,390,warm-up,AC,0.01,,01_sft,,sft.warmup_ratio,not stated,why", "paper_value and expect 'not stated'"),
+        ("Table 7,390,warm-up,AC,not stated,,01_sft,,,not stated,why", "a 'no key' row has an empty key"),
+        ("Table 7,390,warm-up,AC,not stated,,01_sft,,sft.warmup_ratio,not stated,", "says why in its note"),
     ],
 )
 def test_a_bad_row_is_named_with_its_file_and_line(tmp_path: Path, row: str, message: str) -> None:
@@ -194,6 +199,12 @@ def test_run_setup_takes_the_runs_data_set_column_and_values() -> None:
     assert (tiny.loc["SFT epochs", "this run"], tiny.loc["SFT epochs", "status"]) == ("60 steps", "differs")
     assert (tiny.loc["SFT weight decay", "this run"], tiny.loc["SFT weight decay", "status"]) == ("0", "differs")
     assert tiny.loc["GRPO GPUs", "status"] == "no key" and pd.isna(tiny.loc["GRPO GPUs", "this run"])
+    # a value Co-EPG does not give: the row shows the one its recipe holds, on any profile, and compares nothing
+    assert (tiny.loc["SFT warm-up ratio", "paper value"], tiny.loc["SFT warm-up ratio", "status"]) == (
+        "not stated",
+        "not stated",
+    )
+    assert tiny.loc["SFT warm-up ratio", "this run"] == str(load_config("tiny").sft.warmup_ratio)
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COLUMNS",
     "DOC",
+    "NOT_STATED",
     "PROFILES",
     "SETUPS_DIR",
     "STATUSES",
@@ -79,8 +80,12 @@ COLUMNS: tuple[str, ...] = (
     "note",
 )
 #: ``same``: the resolved value is the paper's; ``differs``: the key holds another value;
-#: ``no key``: nothing in the project reads such a value (``key`` empty).
-STATUSES: tuple[str, ...] = ("same", "differs", "no key")
+#: ``no key``: nothing in the project reads such a value (``key`` empty); ``not stated``: the
+#: paper gives no value (``paper_value`` is :data:`NOT_STATED`) and the key holds the value the
+#: run trains with, in the paper's own section (marked "not a paper value" there).
+STATUSES: tuple[str, ...] = ("same", "differs", "no key", "not stated")
+#: The ``paper_value`` of a row whose paper gives no value.
+NOT_STATED = "not stated"
 
 _KEY_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
 _SOURCE_RE = re.compile(r"^(Table \d+|App\. [A-Z](\.\d+)*|Sec\. \d+(\.\d+)*)$")
@@ -154,7 +159,8 @@ def read_setup_csv(path: Path | str, paper: Paper | None = None) -> list[SetupRo
     """Read and validate one setup file (module doc). The first problem raises
     :class:`SetupError` naming the file and line: the header, the field count, ``source``,
     ``line``, ``expect``, a key expression, a ``no key`` row with a key (or a keyed row without
-    one), a row that is not ``same`` without a note, a notebook that is not ``NN_name``."""
+    one), a ``not stated`` row whose paper value is not :data:`NOT_STATED` (or the reverse), a row
+    that is not ``same`` without a note, a notebook that is not ``NN_name``."""
     path = Path(path)
     where = _rel(path)
     paper = paper or get_paper(path.stem)
@@ -182,6 +188,11 @@ def read_setup_csv(path: Path | str, paper: Paper | None = None) -> list[SetupRo
             if not re.match(r"^\d\d_[a-z0-9_]+$", rec["notebook"]):
                 raise SetupError(
                     f"{where}:{n}: notebook {rec['notebook']!r} must be a notebook stem such as 02_ccpo_rl"
+                )
+            if (rec["expect"] == NOT_STATED) != (rec["paper_value"] == NOT_STATED):
+                raise SetupError(
+                    f"{where}:{n}: a row whose paper gives no value has paper_value and expect {NOT_STATED!r}, "
+                    "and only such a row"
                 )
             if (rec["expect"] == "no key") != (rec["key"] == ""):
                 raise SetupError(f"{where}:{n}: a 'no key' row has an empty key, every other row names one")
@@ -269,6 +280,13 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _status(row: SetupRow, value: Any) -> str:
+    """The status of a keyed row whose key resolved to ``value`` (:data:`STATUSES`)."""
+    if row.expect == NOT_STATED:
+        return NOT_STATED
+    return "same" if compare(row.target, value) else "differs"
+
+
 def setup_table(
     paper: str | None = None,
     *,
@@ -277,7 +295,7 @@ def setup_table(
     directory: Path | str | None = None,
 ) -> list[dict[str, Any]]:
     """One dict per setup row: the row's fields, ``resolved`` (``{profile: value}``, ``None`` for
-    a ``no key`` row) and ``status`` (``{profile: same | differs | no key}``), each config
+    a ``no key`` row) and ``status`` (``{profile: same | differs | no key | not stated}``), each config
     resolved as :func:`guirl.runner.plan_run` resolves the row's notebook on that profile, with
     ``overrides`` (``["rl.learning_rate=1e-6"]``) applied last."""
     out = []
@@ -291,7 +309,7 @@ def setup_table(
             flat = _flat_config(row.notebook, profile, row.experiment or None, tuple(overrides))
             value = resolve_key(row.key, flat, row.where)
             resolved[profile] = value
-            status[profile] = "same" if compare(row.target, value) else "differs"
+            status[profile] = _status(row, value)
         out.append({"row": row, "resolved": resolved, "status": status})
     return out
 
@@ -301,7 +319,7 @@ def run_setup(cfg: Any, notebook: str) -> pd.DataFrame:
     (a resolved config, any profile): one row per hyperparameter, the paper's data-set column that
     matches ``cfg.data.source`` (the default column, AndroidControl's for CCPO, otherwise), with
     ``paper``, ``key``, ``this run`` (``None`` for a ``no key`` row) and ``status`` (``same`` /
-    ``differs`` / ``no key``). Notebooks print it so a run says which of its paper's values it
+    ``differs`` / ``no key`` / ``not stated``). Notebooks print it so a run says which of its paper's values it
     trains with; on the tiny profile most differ by design (CPU sizes)."""
     import pandas as pd
 
@@ -317,7 +335,7 @@ def run_setup(cfg: Any, notebook: str) -> pd.DataFrame:
         if len(by_source) > 1 and by_source.get(cfg.data.source, by_source.get("")) is not r:
             continue  # another data set's column of the same hyperparameter
         value = resolve_key(r.key, flat, r.where) if r.key else None
-        status = "no key" if not r.key else "same" if compare(r.target, value) else "differs"
+        status = "no key" if not r.key else _status(r, value)
         shown = None if not r.key else "null" if value is None else _show(value)
         out.append(
             {
@@ -352,7 +370,8 @@ def render_markdown(profiles: Sequence[str] = PROFILES) -> str:
         "for the row's notebook on the profile: the profile with each paper's recipe",
         "(`lib/guirl/methods/<paper>/config.py`), the notebook's own experiment file, or the experiment",
         "named in the row for a data-set column. Products (`a * b * 8`) are global batches: per-device",
-        "batch x accumulation x processes. `same`: the paper's value; `differs` and `no key` rows say why.",
+        "batch x accumulation x processes. `same`: the paper's value; `differs` and `no key` rows say why;",
+        "`not stated`: the paper gives no value, and the row shows the one its recipe holds (not a paper value).",
         "AITW's columns of CCPO Tables 7-8 have no rows (no AITW loader). Line numbers are 1-based lines of",
         "the paper's text file (`docs/papers.md`).",
         "",
@@ -370,7 +389,10 @@ def render_markdown(profiles: Sequence[str] = PROFILES) -> str:
         lines.append("|" + "---|" * len(head))
         for item in rows:
             row: SetupRow = item["row"]
-            shown = {p: ("" if item["resolved"][p] is None else _show(item["resolved"][p])) for p in profiles}
+            shown = {
+                p: "" if not row.key else "null" if item["resolved"][p] is None else _show(item["resolved"][p])
+                for p in profiles
+            }
             statuses = sorted(set(item["status"].values()))
             status = statuses[0] if len(statuses) == 1 else " / ".join(item["status"][p] for p in profiles)
             counts.setdefault(paper.name, {k: 0 for k in STATUSES})
