@@ -250,6 +250,10 @@ def test_annotations_mapped(loaded):
         (0.1, 0.1, 0.3, 0.3),
         (0.75, 0.5, 1.0, 1.0),
     ]
+    # the referring elements a model is shown: every candidate the row lists (1 positive, 2 negatives), ids and
+    # positions left out, in an order seeded by the action_uid
+    shown = m.steps[0].extra["referring_elements"]
+    assert sorted(shown) == ["<button>"] * 3
     am = res["amex"].episodes[0]
     assert am.steps[0].elements[0].label == "Confirm" and am.steps[1].extra == {"element_anno": "missing"}
     g = res["guir1"].episodes
@@ -857,3 +861,37 @@ def test_a_prepared_episode_whose_screenshot_leaves_the_data_folder_is_named(tmp
         SchemaError, match=r"episodes.jsonl:2: bad episode record: screenshot: '\.\./\.\./images/.*' leads outside"
     ):
         list(read_episodes(path))
+
+
+@pytest.mark.parametrize(
+    ("cand", "line"),
+    [
+        ({"tag": "button", "backend_node_id": "7", "bounding_box_rect": "1,2,3,4"}, "<button>"),
+        (
+            {"tag": "input", "type": "text", "aria_label": "Search  flights", "value": ""},
+            '<input> type="text" aria_label="Search flights"',
+        ),
+        ({"tag": "", "class": "x"}, '<element> class="x"'),
+        ({"tag": "a", "title": "t" * 200}, '<a> title="' + "t" * 200),
+    ],
+)
+def test_mind2web_element_text(cand, line):
+    from guirl.data.loaders.mind2web import ELEMENT_TEXT_CHARS, element_text
+
+    text = element_text(cand)
+    assert text == line[:ELEMENT_TEXT_CHARS] and len(text) <= ELEMENT_TEXT_CHARS
+
+
+def test_mind2web_referring_elements_keep_every_positive_and_fifty_in_all():
+    from guirl.data.loaders.mind2web import REFERRING_ELEMENTS, referring_elements
+
+    pos = [{"tag": "button", "id": f"pos{i}"} for i in range(3)]
+    neg = [{"tag": "div", "id": f"neg{i}"} for i in range(200)]
+    shown = referring_elements(pos, neg, "uid1")
+    assert len(shown) == REFERRING_ELEMENTS == 50 and len(set(shown)) == 50
+    assert {f'<button> id="pos{i}"' for i in range(3)} <= set(shown)
+    assert shown == referring_elements(pos, neg, "uid1")  # seeded: the same step shows the same list
+    assert shown != referring_elements(pos, neg, "uid2")
+    assert shown[:3] != [f'<button> id="pos{i}"' for i in range(3)]  # the positives are not put first
+    few = referring_elements(pos, neg[:5], "uid1")
+    assert sorted(few) == sorted([f'<button> id="pos{i}"' for i in range(3)] + [f'<div> id="neg{i}"' for i in range(5)])

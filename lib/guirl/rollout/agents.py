@@ -44,7 +44,8 @@ class Turn:
     ``screenshot``: the current screen (a path or a PIL image); ``screen_size``: its ``(width,
     height)`` in pixels; ``step_instruction``: the recorded step's low-level instruction (offline
     only, ``None`` online: an agent that plays at the High level ignores it); ``t``: the step
-    index."""
+    index; ``elements``: the referring elements a web page's candidate ranker lists for the step
+    (offline Multimodal-Mind2Web, ``Step.extra["referring_elements"]``; empty elsewhere)."""
 
     key: str
     instruction: str
@@ -53,6 +54,7 @@ class Turn:
     screen_size: tuple[int, int]
     step_instruction: str | None = None
     t: int = 0
+    elements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,7 @@ def agent_steps(
                     screen_size=tuple(step.screen_size),
                     step_instruction=step.low_level_instruction or None,
                     t=t,
+                    elements=tuple(step.extra.get("referring_elements") or ()),
                 )
             )
         for turn, ans in zip(turns, agent.act(turns), strict=True):

@@ -14,6 +14,14 @@ SeeClick's Mind2Web JSON steps (``bbox`` ``{x, y, width, height}`` in pixels, ``
 read one at a time by :func:`step_from_seeclick` (the form SeeClick's and CCPO's evaluation
 scripts score).
 
+``extra["referring_elements"]``: the step's candidate elements as a candidate ranker hands them to
+a model (Mind2Web's top-50, Deng et al. 2023, which Co-EPG's Table 9 prompt lists): one line per
+element (:func:`element_text`: its tag and attributes, positions and ids left out), the positive
+candidates and up to :data:`REFERRING_ELEMENTS` in all with negatives, in an order seeded by the
+``action_uid``. The release's ranker scores are not in Multimodal-Mind2Web's rows, so every
+positive is kept (a ranker's top 50 miss some) and the negatives are a seeded sample, not the
+highest-ranked.
+
 Steps are ordered by ``target_action_index``. ``split``: by default the parquet file name's
 prefix before the first ``-`` (the Hub shard naming ``<split>-00000-of-00010.parquet``): one of
 ``train``, ``test_task``, ``test_website``, ``test_domain`` (:mod:`guirl.data.loaders._splits`;
@@ -22,6 +30,7 @@ another prefix stops the load naming the file), unless ``split=`` is given.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +55,12 @@ from guirl.data.schema import Episode, Step
 from guirl.geometry import box_center, xywh_to_xyxy
 
 NAME = "mind2web"
+#: Candidate elements listed per step (Mind2Web's candidate generation keeps the top 50).
+REFERRING_ELEMENTS = 50
+#: Characters of one element's line (:func:`element_text`).
+ELEMENT_TEXT_CHARS = 100
+#: Attributes an element's line leaves out: positions and ids, not what a reader sees.
+_HIDDEN_ATTRIBUTES = frozenset({"backend_node_id", "bounding_box_rect", "data_pw_testid_buckeye_candidate"})
 COLUMNS = (
     "action_uid",
     "annotation_id",
@@ -89,6 +104,30 @@ def _candidates(ctx: Ctx, key: str, v: Any) -> list[dict]:
             raise ctx.error(f"{key}[{j}].attributes", f"expected an object, got {attrs!r:.80}")
         out.append({"tag": c.get("tag", ""), **attrs})
     return out
+
+
+def element_text(cand: dict) -> str:
+    """One candidate element (``{"tag": ..., <attributes>}``, as :func:`_candidates` reads it) as a
+    line: ``<tag> name="value" ...`` with the non-empty attributes in their order, those of
+    :data:`_HIDDEN_ATTRIBUTES` left out, cut to :data:`ELEMENT_TEXT_CHARS` characters."""
+    attrs = " ".join(
+        f'{k}="{" ".join(str(v).split())}"'
+        for k, v in cand.items()
+        if k != "tag" and k not in _HIDDEN_ATTRIBUTES and v not in (None, "")
+    )
+    return f"<{cand.get('tag') or 'element'}> {attrs}".strip()[:ELEMENT_TEXT_CHARS]
+
+
+def referring_elements(positive: list[dict], negative: list[dict], seed: str) -> list[str]:
+    """The lines of :func:`element_text` a model is shown for one step (module doc): every positive
+    candidate and negatives up to :data:`REFERRING_ELEMENTS` in all, sampled and then ordered by a
+    generator seeded with ``seed`` (the step's ``action_uid``)."""
+    rng = random.Random(f"mind2web referring elements {seed}")
+    room = max(0, REFERRING_ELEMENTS - len(positive))
+    negs = rng.sample(negative, room) if len(negative) > room else list(negative)
+    shown = [*positive, *negs]
+    rng.shuffle(shown)
+    return [element_text(c) for c in shown]
 
 
 def _rect(ctx: Ctx, key: str, cand: dict) -> tuple[float, float, float, float]:
@@ -187,6 +226,7 @@ def _step(ctx: Ctx, row: dict, i: int, out_dir: Path) -> Step:
             "original_op": orig,
             "backend_node_id": str(pos[0].get("backend_node_id", "")),
             "target_action_reprs": str(reprs) if reprs is not None else "",
+            "referring_elements": referring_elements(pos, neg, uid),
         },
     )
 
