@@ -319,6 +319,62 @@ def test_planner_prompt_history_and_enhancement():
     assert msgs[0]["content"][0]["text"] == "You are a helpful assistant."
 
 
+def test_mind2web_prompt_lists_the_referring_elements():
+    """Co-EPG Table 9: the Mind2Web planner prompt shows the step's referring elements as lettered options;
+    Table 12's AndroidControl prompt has no such slot and ignores them."""
+    from guirl.methods.coepg.prompts import elements_text
+
+    web = PlannerPromptSettings(user_template="coepg_mind2web")
+    msgs, _ = planner_prompt(web, "Buy shoes", ["CLICK a"], "cur.png", elements=["<button> x", '<input> type="text"'])
+    text = msgs[1]["content"][0]["text"]
+    assert "Buy shoes" in text and "Step 1: CLICK a" in text
+    assert 'A. <button> x\nB. <input> type="text"' in text and "{elements}" not in text
+    assert "None" in planner_prompt(web, "Buy shoes", [], "cur.png")[0][1]["content"][0]["text"]
+    msgs, _ = planner_prompt(PlannerPromptSettings(), "Send hi", [], "cur.png", elements=["<button> x"])
+    assert "<button> x" not in msgs[1]["content"][0]["text"]
+    assert elements_text([]) == "None"
+    assert elements_text([f"e{i}" for i in range(28)]).splitlines()[25:] == ["Z. e25", "AA. e26", "AB. e27"]
+
+
+def test_the_paper_recipe_takes_table_9s_prompt_on_mind2web():
+    from guirl.config import load_config
+
+    for profile in ("paper-3b", "paper-7b"):
+        assert load_config(profile, "mind2web").coepg.user_template == "coepg_mind2web"
+        assert load_config(profile).coepg.user_template == "coepg_androidcontrol_high"  # Table 12 on AndroidControl
+        assert (
+            load_config(profile, "mind2web", overrides=["coepg.user_template=null"]).coepg.user_template is None
+        )  # an override wins
+    assert load_config("tiny").coepg.user_template is None
+
+
+def test_the_coepg_agent_passes_a_turns_referring_elements():
+    from guirl.methods.coepg.agent import PlannerGrounderAgent
+    from guirl.rollout.agents import Turn
+
+    seen = []
+
+    class Planner:
+        def complete(self, prompts, **kw):
+            seen.extend(prompts)
+            return [
+                [type("C", (), {"text": "<plan>None</plan><action>complete</action><value></value>"})()]
+                for _ in prompts
+            ]
+
+    agent = PlannerGrounderAgent(
+        Planner(),
+        None,
+        PlannerPromptSettings(user_template="coepg_mind2web"),
+        min_pixels=3136,
+        max_pixels=141120,
+        output_format="coepg_planner",
+    )
+    turn = Turn(key="e", instruction="Buy", history=(), screenshot="s.png", screen_size=(200, 100), elements=("<a> x",))
+    agent.act([turn])
+    assert "A. <a> x" in seen[0][0][1]["content"][0]["text"]
+
+
 def test_enhancement_text_names_the_correct_action_value_and_box():
     ctx = format_context((280, 504), 3136, 141120)
     t = enhancement_text(Action("type", text="hi there"), (0.1, 0.2, 0.5, 0.3), ctx.space("resized"))

@@ -127,6 +127,7 @@ class PlannerGrounderAgent:
                 [h for h, _ in t.history],
                 t.screenshot,
                 step_instruction=t.step_instruction,
+                elements=t.elements,
             )
             for t in turns
         ]

@@ -1,9 +1,10 @@
 """The ``coepg:`` config section: Co-EPG's training and evaluation settings (Co-EPG Sec. 4-5, App. A-C),
 and its recipe per profile (:func:`recipe`).
 
-Every default is the paper's value, commented with its place; a value the paper does not give
-says so (``Co-EPG is silent``) or is not a key (the kernel's value applies: the SFT warm-up
-ratio, the RL micro-batches). The tiny profile's sizes are :func:`recipe` ``"tiny"``; a run
+Every default is the paper's value, commented with its place; a value the paper does not give but
+a stage trains with is a field marked "not a paper value" (the SFT warm-up ratio, the GRPO
+mini-batches), so that no other paper's recipe reaches Co-EPG's stages; the RL micro-batch split
+(memory only: the same gradient) is the kernel's. The tiny profile's sizes are :func:`recipe` ``"tiny"``; a run
 changes a value with ``--override coepg.grpo.temperature=1.0`` (or ``rl.temperature=1.0``: a kernel
 key set in a later layer than the paper's value wins, :func:`guirl.config.load_config`).
 
@@ -26,10 +27,13 @@ The pixel budget of Co-EPG's models is 1024 x 28 x 28 = 802,816 px in training a
 (App. B, ``max_pixels``): a 1080x2400 AndroidControl screen is 588x1316 px (987 image tokens) for
 them, against 1092x2408 (3,354) under the paper profiles' ``model.max_pixels``.
 
-What App. B states and no key holds: the GPUs (8 for SFT, 7 for GRPO), DeepSpeed ZeRO-3 and
-FlashAttention-2 are the ``runtime`` section's and ``model.attn_implementation``'s business; the
-SFT weight decay of 0.05 is not applied (the SFT engine has no weight-decay key; COEPG-18 in
-``docs/fidelity/coepg.md``).
+What App. B states and no key of this section holds: the GPUs (8 for SFT, 7 for GRPO), DeepSpeed
+ZeRO-3 and FlashAttention-2 are the ``runtime`` section's and ``model.attn_implementation``'s
+business (``docs/fidelity/training-setup.md``).
+
+The planner's user prompt follows the data set on the paper recipe: Table 12's AndroidControl
+prompt, Table 9's on Multimodal-Mind2Web (:data:`MIND2WEB_SOURCES`, with the step's referring
+elements, :func:`guirl.methods.coepg.prompts.elements_text`).
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ from guirl.configbase import (
 )
 from guirl.methods.coepg.reward import PAPER_PRIORS, CoEPGConfig, Weighting
 
+#: Data sources in Multimodal-Mind2Web's format: Table 9's prompt, scored with ``coepg_mind2web``.
+MIND2WEB_SOURCES = frozenset({"mind2web", "ccpo_mind2web"})
+
 __all__ = [
     "CoEPGEval",
     "CoEPGGRPO",
@@ -71,6 +78,7 @@ __all__ = [
     "grpo_stage_config",
     "pixel_budget",
     "recipe",
+    "MIND2WEB_SOURCES",
     "sft_stage_config",
 ]
 
@@ -250,11 +258,12 @@ DERIVED: dict[str, str] = {
 
 
 def recipe(kind: str, data_source: str) -> dict[str, Any]:
-    """Co-EPG's values for a recipe kind: ``paper``: the section's defaults (the paper's values);
-    ``tiny``: 03 sized for 2 CPU cores (``docs/coepg.md`` measures it; not paper values unless a
-    comment says so)."""
+    """Co-EPG's values for a recipe kind: ``paper``: the section's defaults (the paper's values),
+    with Table 9's planner prompt on Multimodal-Mind2Web (:data:`MIND2WEB_SOURCES`; Table 12's
+    elsewhere); ``tiny``: 03 sized for 2 CPU cores (``docs/coepg.md`` measures it; not paper
+    values unless a comment says so)."""
     if kind != "tiny":
-        return {}
+        return {"coepg.user_template": "coepg_mind2web"} if data_source in MIND2WEB_SOURCES else {}
     return {
         "coepg.model.max_pixels": PROFILE,  # = model.max_pixels: one MiniGUI screen (Co-EPG App. B: 802,816)
         "coepg.system_prompt": "coepg_short",  # CPU budget: a short paraphrase of Co-EPG Tables 10-12 (~1,000 tokens)

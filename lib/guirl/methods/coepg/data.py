@@ -40,7 +40,7 @@ from typing import Any, Literal
 from guirl.actions import Action
 from guirl.actions.formats import get_format
 from guirl.configbase import Sampling
-from guirl.data.schema import Episode
+from guirl.data.schema import Episode, Step
 from guirl.methods.coepg.data_quality import DataSample, plans_per_task, purity
 from guirl.methods.coepg.prompts import (
     PlannerPromptSettings,
@@ -59,6 +59,7 @@ __all__ = [
     "training_steps",
     "needs_plan",
     "history_texts",
+    "referring_elements",
     "propose_plans",
     "plan_hits",
     "is_verified",
@@ -125,6 +126,12 @@ def needs_plan(action: Action) -> bool:
     return grounded_gt(action)
 
 
+def referring_elements(step: Step) -> tuple[str, ...]:
+    """The referring elements of a recorded step for Co-EPG Table 9's prompt (Multimodal-Mind2Web:
+    ``extra["referring_elements"]``, :mod:`guirl.data.loaders.mind2web`; none elsewhere)."""
+    return tuple(step.extra.get("referring_elements") or ())
+
+
 def history_texts(ref: StepRef, history_format: str, *, min_pixels: int, max_pixels: int) -> list[str]:
     """The annotated actions before ``ref`` written in ``history_format`` (the ground-truth ``h_t``,
     as :func:`guirl.rollout.agent_steps` shows it)."""
@@ -183,7 +190,16 @@ def propose_plans(
         space = format_context(step.screen_size, min_pixels, max_pixels).space("resized")
         extra = enhancement_text(step.action, step.target_box, space)
         hist = history_texts(ref, history_format, min_pixels=min_pixels, max_pixels=max_pixels)
-        prompts.append(planner_prompt(settings, ref.episode.instruction, hist, ref.screenshot(), enhancement=extra))
+        prompts.append(
+            planner_prompt(
+                settings,
+                ref.episode.instruction,
+                hist,
+                ref.screenshot(),
+                enhancement=extra,
+                elements=referring_elements(step),
+            )
+        )
     outs = planner.complete(prompts, n=n, seed=seed, **sampling.kwargs())
     return [[read_planner(c.text).plan for c in comps] for comps in outs]
 
@@ -374,7 +390,12 @@ def planner_records(
             extra = enhancement_text(step.action, step.target_box, space)
         hist = history_texts(ref, history_format, min_pixels=min_pixels, max_pixels=max_pixels)
         messages, images = planner_prompt(
-            settings, ref.episode.instruction, hist, _rel(ref.screenshot(), data_dir), enhancement=extra
+            settings,
+            ref.episode.instruction,
+            hist,
+            _rel(ref.screenshot(), data_dir),
+            enhancement=extra,
+            elements=referring_elements(step),
         )
         out.append(
             {

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from guirl.methods.coepg.config import MIND2WEB_SOURCES
 from guirl.methods.coepg.prompts import LOW_TEMPLATES, PlannerPromptSettings, at_level
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "androidcontrol_table",
 ]
 
-#: Data sources in Multimodal-Mind2Web's format (scored with ``coepg_mind2web``).
-MIND2WEB_SOURCES = frozenset({"mind2web", "ccpo_mind2web"})
 #: Co-EPG Table 1's test splits, in its column order (cross-task, cross-website, cross-domain).
 MIND2WEB_SPLITS: tuple[str, ...] = ("test_task", "test_website", "test_domain")
 

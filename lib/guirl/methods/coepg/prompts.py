@@ -34,6 +34,7 @@ __all__ = [
     "PlannerPromptSettings",
     "planner_settings",
     "planner_prompt",
+    "elements_text",
     "grounder_prompt",
     "enhancement_text",
     "planner_words",
@@ -143,6 +144,23 @@ def enhancement_text(action: Action, box: Sequence[float] | None, space: CoordSp
     return render("coepg_verifier_addition", action=word, value=value or "None", target_bbox=bbox)
 
 
+def elements_text(elements: Sequence[str]) -> str:
+    """Co-EPG Table 9's ``{elements}``: one referring element a line, lettered as multiple-choice
+    options (``A. <button> ...``, then ``AA.`` past ``Z``), or ``None`` without any."""
+    if not elements:
+        return "None"
+
+    def label(i: int) -> str:
+        out = ""
+        i += 1
+        while i:
+            i, r = divmod(i - 1, 26)
+            out = chr(65 + r) + out
+        return out
+
+    return "\n".join(f"{label(i)}. {e}" for i, e in enumerate(elements))
+
+
 def planner_prompt(
     settings: PlannerPromptSettings,
     instruction: str,
@@ -151,12 +169,14 @@ def planner_prompt(
     *,
     enhancement: str | None = None,
     step_instruction: str | None = None,
+    elements: Sequence[str] = (),
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """The planner's prompt (module doc): ``history`` holds the texts of every previous action,
     oldest first (the last ``settings.n_history`` are shown); ``enhancement``: the Table 13 text
     (:func:`enhancement_text`) appended after the screenshot; ``step_instruction``: the step's
     low-level instruction, shown at ``settings.level == "Low"`` (required there, a ``ValueError``
-    without it) and ignored at ``"High"``."""
+    without it) and ignored at ``"High"``; ``elements``: the page's referring elements (Table 9's
+    ``{elements}``: :func:`elements_text`; a template without that slot ignores them)."""
     shown = list(history)[-settings.n_history :] if settings.n_history else []
     offset = len(history) - len(shown)
     lines = "\n".join(f"Step {offset + i + 1}: {text}" for i, text in enumerate(shown))
@@ -164,7 +184,9 @@ def planner_prompt(
     if low and not step_instruction:
         raise ValueError("a Low-level planner prompt shows the step's instruction: pass step_instruction")
     if settings.user_template is not None:
-        fields = {"step_instruction": step_instruction} if low else {}
+        fields: dict[str, str] = {"step_instruction": step_instruction} if low and step_instruction else {}
+        if "elements" in get_prompt(settings.user_template).placeholders:
+            fields["elements"] = elements_text(elements)
         text = render(settings.user_template, instruction=instruction, history=lines or "None", **fields)
         content: list[dict[str, Any]] = [{"type": "text", "text": text}, {"type": "image"}]
     else:

@@ -60,7 +60,7 @@ def planner_tasks(cfg: RunConfig, data_dir: Path) -> list[Any]:
     ``candidate_boxes``, ``screen_size``, ``screenshot``, ``episode_id``, ``step_id``)."""
     from guirl.data.splits import train_split
     from guirl.methods.coepg.config import coepg_section, pixel_budget
-    from guirl.methods.coepg.data import history_texts, training_steps
+    from guirl.methods.coepg.data import history_texts, referring_elements, training_steps
     from guirl.methods.coepg.prompts import planner_prompt, planner_settings
     from guirl.rl.hooks import StepTask
 
@@ -81,7 +81,10 @@ def planner_tasks(cfg: RunConfig, data_dir: Path) -> list[Any]:
             "episode_id": ref.episode.episode_id,
             "step_id": step.step_id,
         }
-        out.append(StepTask(prompt=planner_prompt(settings, ref.episode.instruction, hist, ref.screenshot()), row=row))
+        prompt = planner_prompt(
+            settings, ref.episode.instruction, hist, ref.screenshot(), elements=referring_elements(step)
+        )
+        out.append(StepTask(prompt=prompt, row=row))
     return out
 
 
