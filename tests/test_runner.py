@@ -4,6 +4,7 @@ output locations, parameter injection, stamps, CLI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -174,6 +175,24 @@ def test_list_notebooks_is_sorted_and_numbered(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------- running
+@pytest.mark.slow
+def test_the_kernel_runs_with_mkls_dynamic_threading_off(
+    tmp_path: Path, isolated_outputs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel (and so every stage it starts) has MKL_DYNAMIC=FALSE whatever the caller's
+    environment (guirl.train.launch.FIXED_THREADS_ENV); the caller's is restored afterwards."""
+    monkeypatch.setenv("MKL_DYNAMIC", "TRUE")
+    body = [
+        BODY[0] + "\nimport os",
+        "Report('01_envprobe', cfg).table('env', pd.DataFrame({'mkl': [os.environ.get('MKL_DYNAMIC')]}))",
+    ]
+    (tmp_path / "src").mkdir()
+    nb = make_notebook(tmp_path / "src" / "01_envprobe.ipynb", PARAMS, body)
+    run_notebook(nb, "tiny", overlays=["smoke"])
+    out = isolated_outputs["GUIRL_FIGURES"] / "tiny" / "01_envprobe" / "env.csv"
+    assert out.read_text() == "mkl\nFALSE\n" and os.environ["MKL_DYNAMIC"] == "TRUE"
+
+
 @pytest.mark.slow
 def test_run_notebook_end_to_end(probe: Path, isolated_outputs: dict[str, Path], capsys) -> None:
     overrides = ["sft.learning_rate=1e-4", "seed=2"]

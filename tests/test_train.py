@@ -187,9 +187,9 @@ def test_tiny_profile_sft_trains_all_parameters(tiny_model, minigui, tmp_path):
 @pytest.mark.parametrize(
     ("threads", "env"),
     [
-        (None, {}),  # unset: the caller's environment stands
-        (1, {"OMP_NUM_THREADS": "1"}),  # the host-perturbation runs of issue 10
-        (2, {"OMP_NUM_THREADS": "2"}),
+        (None, {"MKL_DYNAMIC": "FALSE"}),  # unset: the caller's thread count stands; MKL never drops threads
+        (1, {"MKL_DYNAMIC": "FALSE", "OMP_NUM_THREADS": "1"}),
+        (2, {"MKL_DYNAMIC": "FALSE", "OMP_NUM_THREADS": "2"}),
     ],
 )
 def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
@@ -220,14 +220,14 @@ def test_stage_env_sets_torch_threads(threads, env, tmp_path, monkeypatch):
         stage_of(cfg, "sft", data_dir=tmp_path, base_model=tmp_path, output_dir=tmp_path / "out"), echo=False
     )
     assert out == {"global_step": 1}
-    assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7")
+    assert seen["OMP_NUM_THREADS"] == env.get("OMP_NUM_THREADS", "7") and seen["MKL_DYNAMIC"] == "FALSE"
 
 
 # ----------------------------------------------------------------------------- stages side by side
 @pytest.mark.parametrize(
     ("threads", "parallel", "cores", "env"),
     [
-        (None, 1, 2, {}),  # one stage: the caller's environment stands
+        (None, 1, 2, {}),  # one stage: the caller's thread count stands
         (None, 2, 2, {"OMP_NUM_THREADS": "1"}),  # tiny profile on 2 cores: one thread each
         (None, 2, 8, {"OMP_NUM_THREADS": "4"}),  # the cores are shared out
         (None, 3, 2, {"OMP_NUM_THREADS": "1"}),  # never fewer than one thread
@@ -239,7 +239,7 @@ def test_stage_env_shares_the_cores(threads, parallel, cores, env, monkeypatch):
 
     monkeypatch.setattr(launch, "available_cores", lambda: cores)
     cfg = load_config("tiny", overrides=[f"runtime.threads={json.dumps(threads)}"])
-    assert launch.stage_env(cfg, parallel) == env
+    assert launch.stage_env(cfg, parallel) == {"MKL_DYNAMIC": "FALSE", **env}
 
 
 def test_fingerprint_ignores_scheduling(tmp_path):

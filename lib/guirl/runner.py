@@ -414,19 +414,31 @@ def _header(plan: RunPlan) -> list[str]:
 
 
 def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:
-    """Execute ``plan.notebook`` into ``plan.output`` with papermill, injecting the parameters."""
+    """Execute ``plan.notebook`` into ``plan.output`` with papermill, injecting the parameters; the
+    kernel starts with :data:`guirl.train.launch.FIXED_THREADS_ENV` in its environment."""
     _check_kernel(kernel_name)
     import papermill as pm  # slow import: only when something runs
 
-    pm.execute_notebook(
-        str(plan.notebook),
-        str(plan.output),
-        parameters=plan.parameters,
-        kernel_name=kernel_name,
-        cwd=str(plan.notebook.parent),
-        log_output=log_output,
-        progress_bar=False,
-    )
+    from guirl.train.launch import FIXED_THREADS_ENV
+
+    saved = {k: os.environ.get(k) for k in FIXED_THREADS_ENV}
+    os.environ.update(FIXED_THREADS_ENV)  # the kernel starts with them (and its stages inherit them)
+    try:
+        pm.execute_notebook(
+            str(plan.notebook),
+            str(plan.output),
+            parameters=plan.parameters,
+            kernel_name=kernel_name,
+            cwd=str(plan.notebook.parent),
+            log_output=log_output,
+            progress_bar=False,
+        )
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def timing_path(plan: RunPlan) -> Path:

@@ -152,16 +152,24 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: What every training process and notebook kernel runs with (:func:`stage_env`, the runner's
+#: kernels): MKL's dynamic threading off. MKL's default lets it run a product on fewer threads than
+#: torch's on a busy host, so a stage started in a fresh process trained other bytes under load than
+#: on an idle host, or than in a process where ``torch.set_num_threads`` had turned it off
+#: (``docs/stack.md``, "Threads and reproducibility").
+FIXED_THREADS_ENV: dict[str, str] = {"MKL_DYNAMIC": "FALSE"}
+
+
 def stage_env(cfg: RunConfig, parallel: int = 1) -> dict[str, str]:
-    """Environment variables a training subprocess gets from the config: ``OMP_NUM_THREADS`` (torch's
-    CPU threads) when ``runtime.threads`` is set; else, when ``parallel`` stages share the machine,
-    its :func:`available_cores` divided among them (at least 1); else nothing (the caller's
-    environment stands)."""
+    """Environment variables a training subprocess gets from the config: :data:`FIXED_THREADS_ENV`,
+    and ``OMP_NUM_THREADS`` (torch's CPU threads) when ``runtime.threads`` is set; else, when
+    ``parallel`` stages share the machine, its :func:`available_cores` divided among them (at least
+    1); else none (the caller's thread count stands)."""
     if cfg.runtime.threads is not None:
-        return {"OMP_NUM_THREADS": str(cfg.runtime.threads)}
+        return {**FIXED_THREADS_ENV, "OMP_NUM_THREADS": str(cfg.runtime.threads)}
     if parallel > 1:
-        return {"OMP_NUM_THREADS": str(max(1, available_cores() // parallel))}
-    return {}
+        return {**FIXED_THREADS_ENV, "OMP_NUM_THREADS": str(max(1, available_cores() // parallel))}
+    return dict(FIXED_THREADS_ENV)
 
 
 class TrainingFailed(RuntimeError):
