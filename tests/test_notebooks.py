@@ -661,6 +661,7 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     sec, splits = cfg.ces, 3
     n_exec = 1 + (sec.weak_executor_steps is not None) + len(sec.table2_executors)
     stages = out.table("stages", rows=4 + (sec.weak_executor_steps is not None))
+    check_sft_schedule(out, [r for r in stages if r["kind"] == "sft"])
     rl = {r["stage"]: r for r in stages if r["kind"] == "rl"}
     assert {r["role"] for r in rl.values()} == {"ces.coordinator", "ces.state_tracker"}
     assert all(r["steps"] >= 1 and r["trained"] > 0 for r in rl.values())
@@ -734,11 +735,13 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
 
 def check_sft_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
     """``sft_schedule``, written before the stages train, names the stages of ``trained`` (the
-    ``stages`` table's SFT rows) in order, with the records they trained on and the optimizer steps
-    they trained; its own columns agree with each other."""
+    ``stages`` table's SFT rows), with the records they trained on and the optimizer steps they
+    trained; its own columns agree with each other."""
     plan = out.table("sft_schedule", rows=len(trained))
-    assert [r["stage"] for r in plan] == [r["stage"] for r in trained]
-    for want, got in zip(plan, trained):
+    by_name = {r["stage"]: r for r in trained}
+    assert sorted(r["stage"] for r in plan) == sorted(by_name)
+    for want in plan:
+        got = by_name[want["stage"]]
         assert want["optimizer_steps"] == got["steps"] >= 1 and want["records"] == got["records"], (want, got)
         assert want["global_batch"] == want["per_device_batch"] * want["grad_accum"] * want["processes"]
         assert (want["from"] == "epochs") == (want["epochs"] is not None), want

@@ -194,6 +194,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "online_by_category",
         "online_paired",
         "setup_vs_paper",
+        "sft_schedule",
         "stages",
         "step_metrics_ci",
         "table1",
@@ -294,7 +295,7 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
         assert all(r["location"].startswith("CCPO Table 2") for r in tables["table2_vs_paper"])
         for stage in ("sft", "sft_3AO"):
             assert _deepspeed_checkpoints(runs / stage), f"01's {stage} trained without DeepSpeed"
-    if notebook in ("01_sft", "07_agentcpm_androidlong"):  # each SFT stage trained the steps planned before it
+    if notebook in ("01_sft", "04_ces_staged_rl", "07_agentcpm_androidlong"):  # SFT stages trained the planned steps
         trained = {r["stage"]: r["steps"] for r in tables["stages"]}
         assert all(r["optimizer_steps"] == trained[r["stage"]] for r in tables["sft_schedule"]), tables["sft_schedule"]
     if notebook == "02_ccpo_rl":

@@ -39,17 +39,20 @@ STAGE_COLUMNS = (
 
 
 def sft_schedule(stages: Mapping[str, Stage]) -> pd.DataFrame:
-    """The optimizer steps of each SFT stage (``{label: Stage}``), resolved before it trains
+    """The optimizer steps of each SFT stage of ``stages`` (``{label: Stage}``; RL stages are left
+    out: their length is their config's ``rl.max_steps``), resolved before it trains
     (:func:`guirl.train.sft.stage_schedule`): ``stage`` (the label), ``kind`` (grounding / sft /
     records), ``records``, ``epochs`` (empty where a step budget sets the length),
     ``per_device_batch``, ``grad_accum``, ``processes``, ``global_batch``, ``optimizer_steps`` and
     ``from`` (``epochs`` or ``max_steps``). A stage's ``global_step`` once trained equals its
     ``optimizer_steps``."""
-    from guirl.train.launch import DATA_INPUT
+    from guirl.train.launch import DATA_INPUT, SFT_ENTRY
     from guirl.train.sft import stage_schedule
 
     rows = []
     for label, s in stages.items():
+        if s.entry != SFT_ENTRY:
+            continue
         inputs = {k: Path(v) for k, v in s.inputs.items() if k != DATA_INPUT}
         rows.append(
             {"stage": label, "kind": s.name, **stage_schedule(s.cfg, s.name, Path(s.inputs[DATA_INPUT]), inputs)}
