@@ -31,6 +31,7 @@ __all__ = [
     "figures_dir",
     "data_dir",
     "cache_dir",
+    "restore_environ",
 ]
 
 _PROFILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -97,3 +98,13 @@ def data_dir(profile: str) -> Path:
 def cache_dir() -> Path:
     """Rebuildable caches shared by all profiles: ``$GUIRL_CACHE`` (default ``<repo>/.cache``)."""
     return _env_dir("GUIRL_CACHE", repo_root() / ".cache")
+
+
+def restore_environ(saved: dict[str, str | None]) -> None:
+    """Put environment variables back as ``saved`` recorded them (``{name: value}``; ``None``: the
+    variable was unset, so it is removed)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -83,7 +83,7 @@ from guirl.config import (
     sections_header,
 )
 from guirl.dag import RESERVED_PARAMETERS
-from guirl.paths import configs_dir, figures_dir, notebooks_dir, repo_root, runs_dir
+from guirl.paths import configs_dir, figures_dir, notebooks_dir, repo_root, restore_environ, runs_dir
 from guirl.train.procs import FileLock, LockedError
 
 __all__ = [
@@ -434,11 +434,7 @@ def _papermill(plan: RunPlan, *, kernel_name: str, log_output: bool) -> None:
             progress_bar=False,
         )
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_environ(saved)
 
 
 def timing_path(plan: RunPlan) -> Path:
@@ -472,11 +468,7 @@ def _timed(plan: RunPlan) -> Iterator[Callable[[], float]]:
         yield elapsed
     finally:
         wall.append(time.perf_counter() - start)
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+        restore_environ(saved)
         report = timing.breakdown(timing.read_folder(folder) if folder.is_dir() else [], wall[0])
         report = {"notebook": plan.stem, "profile": plan.config.profile, **report}
         tmp = timing_path(plan).with_suffix(".tmp")

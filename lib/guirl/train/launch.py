@@ -40,7 +40,7 @@ from typing import Any
 from guirl import timing
 from guirl.configbase import RunConfig
 from guirl.contenthash import StateFileError, read_json_state
-from guirl.paths import resolve_repo_path
+from guirl.paths import resolve_repo_path, restore_environ
 from guirl.train.procs import FileLock, forget, start_group, stop_all, stop_group
 from guirl.train.sft import RESULT_FILE
 from guirl.train.stagestate import (
@@ -320,11 +320,7 @@ def _train_in_process(stage: Stage, cmd: Sequence[str], env: Mapping[str, str], 
             f"python -m {stage.entry} {' '.join(args)}" + (f"; last lines:\n{tail}" if tail else "")
         ) from err
     finally:
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_environ(saved_env)
         torch.set_num_threads(saved_threads)
         random.setstate(py_state)
         np.random.set_state(np_state)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from guirl.studies.shared.rl_runs import rl_log
-from guirl.train.stagestate import Stage
+from guirl.train.launch import SFT_ENTRY, Stage
 
 __all__ = ["STAGE_COLUMNS", "sft_schedule", "stage_table", "rl_curves", "reward_rise"]
 
@@ -46,17 +46,13 @@ def sft_schedule(stages: Mapping[str, Stage]) -> pd.DataFrame:
     ``per_device_batch``, ``grad_accum``, ``processes``, ``global_batch``, ``optimizer_steps`` and
     ``from`` (``epochs`` or ``max_steps``). A stage's ``global_step`` once trained equals its
     ``optimizer_steps``."""
-    from guirl.train.launch import DATA_INPUT, SFT_ENTRY
     from guirl.train.sft import stage_schedule
 
-    rows = []
-    for label, s in stages.items():
-        if s.entry != SFT_ENTRY:
-            continue
-        inputs = {k: Path(v) for k, v in s.inputs.items() if k != DATA_INPUT}
-        rows.append(
-            {"stage": label, "kind": s.name, **stage_schedule(s.cfg, s.name, Path(s.inputs[DATA_INPUT]), inputs)}
-        )
+    rows = [
+        {"stage": label, "kind": s.name, **stage_schedule(s.cfg, s.name, s.data_dir, s.other_inputs)}
+        for label, s in stages.items()
+        if s.entry == SFT_ENTRY
+    ]
     return pd.DataFrame(rows)
 
 
