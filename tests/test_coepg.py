@@ -712,6 +712,58 @@ def test_loop_resumes_after_a_kill_between_iterations(minigui, tmp_path):
     assert all(Path(it.planner_sft["base_model"]) == tmp_path / "start" for it in loop.iterations)  # SFT from the start
 
 
+def test_the_loop_resolves_each_sft_batchs_steps_before_it_trains(minigui, tmp_path):
+    from guirl.methods.coepg.data import annotation_rows, write_rows
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = load_config("tiny", overrides=["coepg.max_train_steps=20", "coepg.iterations=2", "coepg.n_runs=1"])
+    s = ci.setup(cfg, run_dir=tmp_path / "run", start=tmp_path / "start", data_dir=minigui)
+
+    def builder(st, k, planners, verifiers):
+        return write_rows(st.run_dir / "data" / f"D{k}.jsonl", annotation_rows(st.steps), {"k": k})
+
+    runner, calls = FakeRunner(), []
+
+    def on_schedule(batch, so_far):  # called before the batch trains: none of its stages is trained yet
+        calls.append((list(batch["stage"]), list(so_far["stage"]), list(runner.trained)))
+
+    loop = ci.run_iterations(cfg, s=s, runner=runner, builder=builder, on_schedule=on_schedule, progress=False)
+    pools = [ci.pool_label(kind, j) for kind in ("planners", "verifiers") for j in range(cfg.coepg.pool_size)]
+    it1 = [ci.sft_label(1, "planner"), ci.sft_label(1, "grounder"), ci.E2E_LABEL]
+    it2 = [ci.sft_label(2, "planner"), ci.sft_label(2, "grounder")]
+    assert [c[0] for c in calls] == [pools, it1, it2]
+    assert [c[1] for c in calls] == [pools, pools + it1, pools + it1 + it2]  # every row planned so far
+    assert [len(c[2]) for c in calls] == [0, 4, 8]  # nothing of the batch had trained: 4 pools, then + 3 SFT + 1 GRPO
+    # the loop keeps the rows; their labels are the stage table's SFT rows
+    plan = loop.schedule
+    assert list(plan["stage"]) == pools + it1 + it2
+    table = list(ci.stage_rows(loop)["stage"])
+    assert [r for r in table if r not in set(plan["stage"])] == [
+        "iter 1 planner GRPO (pi'_1) run 0",
+        "iter 2 planner GRPO (pi'_2) run 0",
+    ]
+    assert (plan["optimizer_steps"] >= 1).all() and (plan["kind"] == "records").all()
+    # a records stage's count is its records file's
+    assert plan.set_index("stage").loc[ci.sft_label(1, "planner"), "records"] == len(
+        (tmp_path / "run" / "data" / "D0_planner.jsonl").read_text().splitlines()
+    )
+
+
+def test_the_loop_prints_each_batch_by_default(minigui, tmp_path, capsys):
+    from guirl.methods.coepg.data import annotation_rows, write_rows
+    from guirl.studies import coepg_iterations as ci
+
+    cfg = load_config("tiny", overrides=["coepg.max_train_steps=20", "coepg.iterations=1", "coepg.n_runs=1"])
+    s = ci.setup(cfg, run_dir=tmp_path / "run", start=tmp_path / "start", data_dir=minigui)
+
+    def builder(st, k, planners, verifiers):
+        return write_rows(st.run_dir / "data" / f"D{k}.jsonl", annotation_rows(st.steps), {"k": k})
+
+    ci.run_iterations(cfg, s=s, runner=FakeRunner(), builder=builder, progress=False)
+    out = capsys.readouterr().out
+    assert out.count("optimizer_steps") == 2 and ci.pool_label("planners", 0) in out and ci.E2E_LABEL in out
+
+
 def test_ablation_runs_cover_tables_4_and_5_once_each():
     from guirl.studies import coepg_iterations as ci
 

@@ -468,6 +468,7 @@ def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
     assert k_max >= 2 and sec.planners == sec.verifiers == [] == sec.grounders  # pools trained here
     stages = out.table("stages", rows=2 * sec.pool_size + k_max * (2 + n) + 1 + (len(ci.ablation_runs(cfg)) - 1) * n)
     assert all(r["steps"] is not None for r in stages)
+    check_sft_schedule(out, [r for r in stages if r["kind"] == "sft" and r["skipped"] is None])
 
     def marks(rows: list[dict[str, Any]]) -> None:  # paired, with the interval; the mark agrees with it
         for g in rows:

@@ -172,6 +172,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "figure6_vs_paper",
         "iteration_gains",
         "setup_vs_paper",
+        "sft_schedule",
         "stages",
         "table2_levels",
         "table3_dual_vs_e2e",
@@ -295,8 +296,8 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
         assert all(r["location"].startswith("CCPO Table 2") for r in tables["table2_vs_paper"])
         for stage in ("sft", "sft_3AO"):
             assert _deepspeed_checkpoints(runs / stage), f"01's {stage} trained without DeepSpeed"
-    if notebook in ("01_sft", "04_ces_staged_rl", "07_agentcpm_androidlong"):  # SFT stages trained the planned steps
-        trained = {r["stage"]: r["steps"] for r in tables["stages"]}
+    if notebook in ("01_sft", "03_coepg_iterations", "04_ces_staged_rl", "07_agentcpm_androidlong"):
+        trained = {r["stage"]: r["steps"] for r in tables["stages"]}  # SFT stages trained the planned steps
         assert all(r["optimizer_steps"] == trained[r["stage"]] for r in tables["sft_schedule"]), tables["sft_schedule"]
     if notebook == "02_ccpo_rl":
         (schedule,) = tables["rl_schedule"]

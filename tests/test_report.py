@@ -55,6 +55,13 @@ def report(isolated_outputs: dict[str, Path]) -> Report:
     return Report("99_probe", load_config("tiny", overrides=["seed=4"]))
 
 
+def test_a_table_written_again_holds_the_last_rows_and_is_listed_once(report: Report) -> None:
+    first = report.table("plan", sample_df().head(1))
+    second = report.table("plan", sample_df())
+    assert first == second and len(json.loads(second["json"].read_text())["data"]) == 3
+    assert sorted(p.name for p in report.written if p.stem == "plan") == ["plan.csv", "plan.json", "plan.md"]
+
+
 def test_table_writes_csv_md_tex_json_and_config(report: Report, isolated_outputs: dict[str, Path]) -> None:
     paths = report.table("main", sample_df(), caption="Step accuracy", latex=True)
     folder = isolated_outputs["GUIRL_FIGURES"] / "tiny" / "99_probe"

@@ -328,7 +328,8 @@ class Report:
     def _write_text(self, path: Path, text: str) -> Path:
         with open(path, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
-        self.written.append(path)
+        if path not in self.written:  # an output written again (e.g. a table updated as a run goes) is listed once
+            self.written.append(path)
         return path
 
     def sidecar(self, name: str, kind: str, files: list[Path], data: Any, caption: str = "") -> dict[str, Any]:

@@ -81,6 +81,7 @@ from guirl.studies.parts.coepg_iterations.evaluation import (
     with_seeds,
 )
 from guirl.studies.parts.coepg_iterations.loop import (
+    E2E_LABEL,
     NOTEBOOK,
     Builder,
     Iteration,
@@ -93,9 +94,12 @@ from guirl.studies.parts.coepg_iterations.loop import (
     grpo_stage,
     initial_pools,
     iteration_records,
+    pool_label,
     pool_stages,
+    print_schedule,
     run_iterations,
     setup,
+    sft_label,
     sft_stages,
     start_model,
 )
@@ -106,6 +110,7 @@ from guirl.studies.parts.coepg_iterations.models import (
 )
 
 __all__ = [
+    "E2E_LABEL",
     "NOTEBOOK",
     "Builder",
     "Iteration",
@@ -118,9 +123,12 @@ __all__ = [
     "grpo_stage",
     "initial_pools",
     "iteration_records",
+    "pool_label",
     "pool_stages",
+    "print_schedule",
     "run_iterations",
     "setup",
+    "sft_label",
     "sft_stages",
     "start_model",
     "READINGS",
@@ -158,6 +166,7 @@ __all__ = [
     "table4",
     "table5",
     "stage_rows",
+    "schedule_writer",
     "grpo_curves",
     "plot_figure2",
     "plot_figure5",
@@ -380,19 +389,31 @@ def stage_rows(loop: LoopResult, ablations: Mapping[str, Sequence[Mapping[str, A
     rows: dict[str, Mapping[str, Any]] = {}
     for kind, rs in loop.pool.items():
         for j, r in enumerate(rs):
-            rows[f"pool {kind[:-1]} {j}"] = r
+            rows[pool_label(kind, j)] = r
     for it in loop.iterations:
-        rows[f"iter {it.k} planner SFT (pi_{it.k})"] = it.planner_sft
-        rows[f"iter {it.k} grounder SFT (phi_{it.k})"] = it.grounder_sft
+        rows[sft_label(it.k, "planner")] = it.planner_sft
+        rows[sft_label(it.k, "grounder")] = it.grounder_sft
         for r, g in enumerate(it.grpo):
             rows[f"iter {it.k} planner GRPO (pi'_{it.k}) run {r}"] = g
         if it.k == 1 and loop.e2e:
-            rows["end-to-end baseline"] = loop.e2e
+            rows[sft_label(1, "e2e")] = loop.e2e
     for name, rs in (ablations or {}).items():
         for r, g in enumerate(rs):
             if g not in loop.iterations[0].grpo:
                 rows[f"ablation {name} run {r}"] = g
     return stage_table(rows)
+
+
+def schedule_writer(report: Any, caption: str) -> Callable[[pd.DataFrame, pd.DataFrame], None]:
+    """An ``on_schedule`` for :func:`run_iterations`: before each batch of SFT stages trains, print
+    its optimizer steps and write every row planned so far as the ``sft_schedule`` table of
+    ``report`` (:class:`guirl.report.Report`), so the table exists before the stages it lists train."""
+
+    def write(batch: pd.DataFrame, so_far: pd.DataFrame) -> None:
+        print_schedule(batch, so_far)
+        report.table("sft_schedule", so_far, caption=caption)
+
+    return write
 
 
 def grpo_curves(

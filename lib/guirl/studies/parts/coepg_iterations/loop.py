@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from guirl.config import Config
 from guirl.data.splits import load_splits
 from guirl.methods.coepg.config import coepg_section, grpo_stage_config, pixel_budget, sft_stage_config
@@ -53,9 +55,29 @@ __all__ = [
     "run_iterations",
     "run_name",
     "default_runner",
+    "pool_label",
+    "sft_label",
+    "E2E_LABEL",
+    "print_schedule",
 ]
 
 NOTEBOOK = "03_coepg_iterations"
+#: Label of the end-to-end baseline's stage (Table 3) in 03's ``stages`` and ``sft_schedule`` tables.
+E2E_LABEL = "end-to-end baseline"
+
+
+def pool_label(kind: str, j: int) -> str:
+    """Label of pool model ``j`` of ``kind`` (``planners`` / ``verifiers``) in 03's stage tables."""
+    return f"pool {kind.removesuffix('s')} {j}"
+
+
+def sft_label(k: int, kind: str) -> str:
+    """Label of iteration ``k``'s SFT stage of ``kind`` (``planner``: ``pi_k``, ``grounder``:
+    ``phi_k``, ``e2e``: the end-to-end baseline) in 03's stage tables."""
+    if kind == "e2e":
+        return E2E_LABEL
+    symbol = {"planner": "pi", "grounder": "phi"}[kind]
+    return f"iter {k} {kind} SFT ({symbol}_{k})"
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -343,7 +365,9 @@ class Iteration:
 @dataclass
 class LoopResult:
     """What :func:`run_iterations` trained: the set-up, the pool models, the iterations, the
-    end-to-end baseline, the data files ``D_0 .. D_{K-1}`` and the auxiliary grounders."""
+    end-to-end baseline, the data files ``D_0 .. D_{K-1}``, the auxiliary grounders and the
+    ``schedule`` of every SFT stage, each row resolved before its stage trained
+    (:func:`guirl.studies.shared.stages.sft_schedule`, labelled by :func:`pool_label` / :func:`sft_label`)."""
 
     setup: Setup
     pool: dict[str, list[dict[str, Any]]]
@@ -351,6 +375,7 @@ class LoopResult:
     e2e: dict[str, Any]
     data: dict[int, Path]
     aux: list[str]
+    schedule: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def ensemble(self, k: int) -> list[str]:
         """The C-DREM ensemble of iteration ``k``: the auxiliary grounders, then ``phi_k``."""
@@ -359,6 +384,14 @@ class LoopResult:
 
 Runner = Callable[[Sequence[Stage], int], list[dict[str, Any]]]
 Builder = Callable[[Setup, int, Pool, Pool], Path]
+#: Called before a batch of SFT stages trains with ``(batch, so_far)``: the batch's rows of
+#: :func:`guirl.studies.shared.stages.sft_schedule` and every row planned up to now (the batch last).
+OnSchedule = Callable[["pd.DataFrame", "pd.DataFrame"], None]
+
+
+def print_schedule(batch: pd.DataFrame, so_far: pd.DataFrame) -> None:
+    """The default :data:`OnSchedule`: print the batch's optimizer steps before it trains."""
+    print(batch.to_string(index=False), flush=True)
 
 
 def default_runner(stages: Sequence[Stage], parallel: int) -> list[dict[str, Any]]:
@@ -371,20 +404,37 @@ def run_iterations(
     s: Setup | None = None,
     runner: Runner | None = None,
     builder: Builder | None = None,
+    on_schedule: OnSchedule | None = print_schedule,
     progress: bool = True,
 ) -> LoopResult:
     """The Co-EPG loop (module doc), resumable: call again after a kill and it continues at the last
     finished model. ``runner(stages, parallel)`` trains stages (default
     :func:`guirl.train.launch.run_stages`); ``builder(setup, k, planners, verifiers)`` builds
-    ``D_k`` (default :func:`build_data`): tests pass their own."""
+    ``D_k`` (default :func:`build_data`): tests pass their own. Before each batch of SFT stages
+    trains (the pools, then each iteration's ``pi_k`` / ``phi_k``), its optimizer steps are
+    resolved and passed to ``on_schedule`` (default: printed; ``None``: neither), and kept in
+    :attr:`LoopResult.schedule`."""
+    from guirl.studies.shared.stages import sft_schedule
+
     s = s or setup(cfg)
     runner = runner or default_runner
     builder = builder or (lambda st, k, p, v: build_data(st, k, p, v, progress=progress))
     sec = coepg_section(cfg)
     par = cfg.runtime.parallel_stages
+    planned: list[pd.DataFrame] = []
+
+    def train(batch: Mapping[str, Stage]) -> list[dict[str, Any]]:
+        if not batch:
+            return []
+        rows = sft_schedule(batch)
+        planned.append(rows)
+        if on_schedule is not None:
+            on_schedule(rows, pd.concat(planned, ignore_index=True))
+        return runner(list(batch.values()), par)
+
     stages = pool_stages(s)
-    flat = stages["planners"] + stages["verifiers"]
-    done = runner(flat, par) if flat else []
+    flat = {pool_label(kind, j): st for kind in ("planners", "verifiers") for j, st in enumerate(stages[kind])}
+    done = train(flat)
     pool = {"planners": done[: len(stages["planners"])], "verifiers": done[len(stages["planners"]) :]}
     planners, verifiers, aux = initial_pools(s, pool)
     data = {0: builder(s, 0, planners, verifiers)}
@@ -395,7 +445,7 @@ def run_iterations(
         batch = sft_stages(s, k, recs)
         if k == 1 and "e2e" in recs:
             batch["e2e"] = e2e_stage(s, recs)
-        trained = dict(zip(batch, runner(list(batch.values()), par), strict=True))
+        trained = dict(zip(batch, train({sft_label(k, kind): st for kind, st in batch.items()}), strict=True))
         # no records (nothing verified): no stage; the previous model stands (reported as skipped)
         prev_phi = iterations[-1].grounder_sft["final"] if iterations else str(s.start)
         pi = trained.get("planner") or _skipped(s.start, f"D{k - 1} has no planner record")
@@ -412,4 +462,5 @@ def run_iterations(
         planners, verifiers = planners.add(grpo[0]["final"]), verifiers.add(phi["final"])
         if k < sec.iterations:
             data[k] = builder(s, k, planners, verifiers)
-    return LoopResult(s, pool, iterations, e2e, data, aux)
+    schedule = pd.concat(planned, ignore_index=True) if planned else pd.DataFrame()
+    return LoopResult(s, pool, iterations, e2e, data, aux, schedule)
