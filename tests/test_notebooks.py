@@ -751,7 +751,7 @@ def check_sft_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
 def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.actions.formats import FORMAT_NAMES
     from guirl.methods.androidlong.errors import ERROR_TYPES
-    from guirl.studies.agentcpm_androidlong import ACPM_LABELS, AL_ROWS, GROUNDING_TASKS
+    from guirl.studies.agentcpm_androidlong import ACPM_LABELS, AL_ROWS, GROUNDING_TASKS, run_folder
 
     cfg = check_saved_config_is_the_one_used(out)
     check_setup_table(out, cfg)
@@ -766,6 +766,7 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     assert [r["kept"] for r in sweep] == sorted(r["kept"] for r in sweep)  # a higher threshold keeps more
     in_range(sweep, "kept_share".__eq__, 0.0, 100.0)
     (data,) = out.table("agentcpm_data", rows=1)
+    from guirl.env.tasks import CATEGORIES
     assert data["kept"] <= data["trajectories"] and data["train_steps"] == data["kept_steps"] - data["schema_left_out"]
     stages = out.table("stages", rows=6)
     assert all(r["steps"] >= 1 for r in stages)
@@ -803,17 +804,27 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     tokens = out.table("tokens_per_action", rows=len(FORMAT_NAMES))
     in_range(tokens, "tokens per action".__eq__, 1.0, 200.0)
     in_range(tokens, "expressible (%)".__eq__, 0.0, 100.0)
-    # AndroidLong: Table 6, paired differences, per category / app, figures, taxonomy
-    t6 = out.table("table6_online", rows=4)
-    assert [r["model"] for r in t6] == list(AL_ROWS.values())
-    in_range(t6, lambda k: k.endswith("SR") or k.endswith("SR std"), 0.0, 100.0)
-    assert all(r["n_runs"] == cfg.eval.n_seeds and r["n_tasks"] == cfg.eval.n_tasks for r in t6)
-    t6p = out.table("table6_paired", rows=8)
-    marks_agree(t6p)
-    sr = {r["model"]: r["Task SR"] for r in t6}
-    for r in t6p:
-        if r["metric"] == "Task SR":
-            assert math.isclose(r["diff"], sr[r["B"]] - sr[r["A"]], abs_tol=1e-6)
+    # AndroidLong: Table 6 on the long-loop tasks and on the other categories, paired differences, per category /
+    # app over both, figures, taxonomy
+    episodes = [json.loads(line) for line in (run_folder(cfg) / "online_episodes.jsonl").read_text().splitlines()]
+    for name, table, paired in (
+        ("long_loop", "table6_online", "table6_paired"),
+        ("other", "table6_other_categories", "table6_other_paired"),
+    ):
+        t6 = out.table(table, rows=4)
+        assert [r["model"] for r in t6] == list(AL_ROWS.values())
+        in_range(t6, lambda k: k.endswith("SR") or k.endswith("SR std"), 0.0, 100.0)
+        assert all(r["n_runs"] == cfg.eval.n_seeds and r["n_tasks"] == cfg.eval.n_tasks for r in t6)
+        t6p = out.table(paired, rows=8)
+        marks_agree(t6p)
+        sr = {r["model"]: r["Task SR"] for r in t6}
+        for r in t6p:
+            if r["metric"] == "Task SR":
+                assert math.isclose(r["diff"], sr[r["B"]] - sr[r["A"]], abs_tol=1e-6)
+        # the table's tasks are its set's categories: long loops only, then every other category
+        cats = {e["category"] for e in episodes if e["task_set"] == name}
+        want = {"long_loop"} if name == "long_loop" else set(CATEGORIES) - {"long_loop"}
+        assert cats <= want and len(cats) == min(len(want), cfg.eval.n_tasks), (name, cats)  # categories take turns
     vs6 = out.table("table6_vs_paper", rows=10)
     assert sum(r["ours"] is not None for r in vs6) == 8  # 4 rows x (Task SR, std); not the w/o-auto-entering row
     cats = out.table("by_category", rows=lambda n: n >= 4)
@@ -825,14 +836,19 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
         assert out.figure(name)["model"]
     out.table("tables8_9_vs_paper")
     errors = out.table("error_taxonomy", rows=4)
-    for r in errors:  # every episode of every run classified once
-        assert sum(r[k] for k in (*ERROR_TYPES, "success")) == cfg.eval.n_tasks * cfg.eval.n_seeds
+    for r in errors:  # every episode of every run of both task sets classified once
+        assert sum(r[k] for k in (*ERROR_TYPES, "success")) == 2 * cfg.eval.n_tasks * cfg.eval.n_seeds
 
 
 def check_09_tiny_pretraining(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.env.pretraining import PROBES, SKILLS
 
+    long6 = {r["model"]: r["Task SR"] for r in out.table("table6_online")}
+    assert all(
+        math.isclose(r["ours"], long6[r["row"]]) for r in vs6 if r["ours"] is not None and r["column"] == "Task SR"
+    )
     cfg = check_saved_config_is_the_one_used(out)
+    assert {r["category"] for r in cats} == {e["category"] for e in episodes} >= {"long_loop"}  # both task sets
     p = cfg.pretrain
     assert p is not None and not p.rebuild  # make reproduce scores the shipped base; make tiny-base rebuilds it
     data = out.table("data", rows=len(SKILLS))

@@ -247,6 +247,8 @@ PAPER_TABLES: dict[str, set[str]] = {
         "table6_online",
         "table6_paired",
         "table6_vs_paper",
+        "table6_other_categories",
+        "table6_other_paired",
         "tables8_9_vs_paper",
         "tokens_per_action",
     },

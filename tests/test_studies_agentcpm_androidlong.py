@@ -280,6 +280,41 @@ def test_by_group_per_category(cfg):
     assert list(g["Subgoal SR"]) == [0.75, 1.0] and list(g["Task SR std"]) == [0.5, 0.0]
 
 
+def test_combined_joins_task_sets_run_by_run():
+    a = online([(0, "l1", "long_loop", False, 0.5), (1, "l1", "long_loop", True, 1.0)])
+    b = online(
+        [(0, "o1", "x", True, 1.0), (0, "o2", "y", True, 1.0), (1, "o1", "x", False, 0.0), (1, "o2", "y", True, 1.0)]
+    )
+    (m,) = S.combined({"M": a}, {"M": b}).values()
+    assert [len(r) for r in m.runs] == [3, 3] and len(m.episodes) == 6
+    assert m.summary["task_sr"] == 100 * (2 / 3 + 2 / 3) / 2 and m.summary["n_runs"] == 2
+    with pytest.raises(ValueError, match="'M' is not in task set 1"):
+        S.combined({"M": a}, {"N": b})
+    with pytest.raises(ValueError, match="other histories or runs"):
+        S.combined({"M": a}, {"M": online([(0, "o1", "x", True, 1.0)])})
+
+
+def test_table6_task_sets_split_the_categories():
+    from guirl.env.tasks import CATEGORIES
+    from guirl.methods.androidlong.rl import TASK_CATEGORY
+
+    assert S.TASK_SETS["long_loop"] == (TASK_CATEGORY,) == ("long_loop",)
+    assert sorted(S.TASK_SETS["long_loop"] + S.TASK_SETS["other"]) == sorted(CATEGORIES)
+
+
+def test_by_app_reads_the_apps_of_every_task_set(cfg):
+    from guirl.studies.shared.evaluation import online_tasks
+
+    c = cfg.replace({"eval.n_tasks": 3, "eval.n_seeds": 1})
+    sets = [S.TASK_SETS["long_loop"], S.TASK_SETS["other"]]
+    tasks = [t for cats in sets for t in online_tasks(c, 0, same_tasks=c.eval.online_same_tasks, categories=cats)]
+    ev = online([(0, t.task_id, t.category, True, 1.0) for t in tasks])
+    g = S.by_group(c, {"A": ev}, "app", task_sets=sets)
+    assert set(g["app"]) == {t.apps[0] for t in tasks} and g["n_tasks"].sum() == len(tasks) == 6
+    with pytest.raises(ValueError, match="in none of the task sets"):
+        S.by_group(c, {"A": ev}, "app", task_sets=sets[:1])
+
+
 def test_error_table_and_paper_layouts(cfg):
     a = online([(0, "t1", "x", False, 0.5), (0, "t2", "y", True, 1.0)])
     errors = S.error_table({"A": a})

@@ -815,6 +815,21 @@ def test_task_facts_say_whether_the_expert_writes_text(template: str, needs_text
     assert facts["needs_text"] == needs_text and facts["expert_steps"] >= 2
 
 
+def test_task_sets_of_one_run_share_no_task_id_and_keep_their_categories() -> None:
+    from guirl.env.tasks import CATEGORIES
+
+    cfg = tiny_cfg(n_tasks=6, n_seeds=1)
+    every = ev.online_tasks(cfg, 0)
+    loops = ev.online_tasks(cfg, 0, categories=["long_loop"])
+    rest = ev.online_tasks(cfg, 0, categories=[c for c in CATEGORIES if c != "long_loop"])
+    assert {t.category for t in loops} == {"long_loop"} and "long_loop" not in {t.category for t in rest}
+    ids = [{t.task_id for t in ts} for ts in (every, loops, rest)]
+    assert all(len(i) == 6 for i in ids) and not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    assert all(t.task_id.startswith("online-long_loop-") for t in loops)
+    assert [t.task_id for t in every] == [t.task_id for t in ev.online_tasks(cfg, 0)]  # every category: as before
+    assert ev.online_prefix() == "online" and ev.online_prefix(["a", "b"]) == "online-a+b"
+
+
 def test_online_task_facts_cover_every_online_task() -> None:
     cfg = tiny_cfg(n_tasks=12, n_seeds=2)
     facts = ev.online_task_facts(cfg)

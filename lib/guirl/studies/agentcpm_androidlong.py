@@ -28,9 +28,10 @@ paired online table and the sentences are :mod:`guirl.studies.shared` (``stages`
   by SFT on the expert's trajectories without / with the memory in its reasoning
   (:func:`guirl.methods.androidlong.memory.memory_records`, a ``records`` stage each), then online
   GRPO on long-loop tasks with a Subgoal-SR reward (role ``androidlong``);
-* Table 6 (:func:`evaluate_online`, :func:`table6`, ``shared.paired.online_paired``), Tables 8-9 and
-  Figures 7-11 (:func:`by_group`, :func:`plot_distribution`, :func:`plot_by_group`), the App. D.1
-  taxonomy (:func:`error_table`).
+* Table 6 (:func:`evaluate_online`, :func:`table6`, ``shared.paired.online_paired``) on MiniGUI's
+  long-loop tasks, and the same table on its other categories (:data:`TASK_SETS`); Tables 8-9 and
+  Figures 7-11 (:func:`by_group`, :func:`plot_distribution`, :func:`plot_by_group`) and the App. D.1
+  taxonomy (:func:`error_table`) over both task sets (:func:`combined`).
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ from guirl.studies.parts.agentcpm_androidlong.agentcpm import (
 )
 from guirl.studies.parts.agentcpm_androidlong.androidlong import (
     AL_ROWS,
+    TASK_SETS,
     androidlong_agent,
     androidlong_configs,
     androidlong_stages,
     by_group,
+    combined,
     error_table,
     evaluate_online,
     paper_apps,
@@ -84,6 +87,7 @@ __all__ = [
     "androidlong_configs",
     "androidlong_stages",
     "by_group",
+    "combined",
     "compact_splits",
     "Dedup",
     "dedup",
@@ -108,6 +112,7 @@ __all__ = [
     "table1",
     "table2",
     "table6",
+    "TASK_SETS",
     "token_table",
     "tokenizer",
     "upstream_predictions",

@@ -55,13 +55,16 @@ __all__ = [
 
 #: The GRPO tasks are drawn with ``seed = cfg.seed + RL_TASK_SEED_OFFSET`` (prefix ``rl``).
 RL_TASK_SEED_OFFSET = 2000
+#: MiniGUI's task category of AndroidLong's long looping tasks: what its GRPO trains on and its
+#: Table 6 is scored on (:data:`guirl.env.tasks.CATEGORIES`).
+TASK_CATEGORY = "long_loop"
 
 
 def rl_tasks(cfg: RunConfig, n: int) -> list[Any]:
     """``n`` MiniGUI long-loop tasks for GRPO (module doc)."""
     from guirl.env.tasks import generate_tasks
 
-    return generate_tasks(n, seed=cfg.seed + RL_TASK_SEED_OFFSET, categories=["long_loop"], prefix="rl")
+    return generate_tasks(n, seed=cfg.seed + RL_TASK_SEED_OFFSET, categories=[TASK_CATEGORY], prefix="rl")
 
 
 class _Recorder:

@@ -61,6 +61,7 @@ __all__ = [
     "table2_for_paper",
     "online_table",
     "online_tasks",
+    "online_prefix",
     "plot_accuracy_by_action_type",
     "step_metrics",
     "table2",
@@ -481,15 +482,23 @@ def online_tasks(
     """The ``eval.n_tasks`` MiniGUI tasks of online run ``run``: drawn with seed
     ``cfg.seed + ONLINE_TASK_SEED_OFFSET + run`` (a new task set per run), or with ``run = 0``
     for every run when ``same_tasks``; ``categories``: drawn from these task categories only
-    (``guirl.env.tasks.CATEGORIES``, taking turns), e.g. the long-horizon ones."""
+    (``guirl.env.tasks.CATEGORIES``, taking turns), e.g. the long-horizon ones, with task ids
+    ``online-<categories>-<seed>-<i>`` (:func:`online_prefix`), so that two task sets of one run
+    never share an id."""
     from guirl.env.tasks import generate_tasks
 
     return generate_tasks(
         cfg.eval.n_tasks,
         seed=cfg.seed + ONLINE_TASK_SEED_OFFSET + (0 if same_tasks else run),
         categories=categories,
-        prefix="online",
+        prefix=online_prefix(categories),
     )
+
+
+def online_prefix(categories: Sequence[str] | None = None) -> str:
+    """The task-id prefix of :func:`online_tasks`: ``online`` for tasks of every category, else
+    ``online-`` and the categories joined by ``+`` (``online-long_loop``)."""
+    return "online" if categories is None else "online-" + "+".join(categories)
 
 
 def evaluate_online(

@@ -1,11 +1,12 @@
 """Notebook 07's AndroidLong part (:mod:`guirl.studies.agentcpm_androidlong` is the notebook's module):
 01's main agent continued by SFT without / with memory and online GRPO on long loops (four models),
-their online evaluation (Table 6), the breakdowns by app and category (Tables 8-9, Figures 7-11) and
-the error taxonomy (App. D.1)."""
+their online evaluation (Table 6 on MiniGUI's long-loop tasks, the same table on the other task
+categories), the breakdowns by app and category of both task sets (Tables 8-9, Figures 7-11) and the
+error taxonomy (App. D.1)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ __all__ = [
     "androidlong_configs",
     "androidlong_stages",
     "androidlong_agent",
+    "TASK_SETS",
     "evaluate_online",
+    "combined",
     "table6",
     "by_group",
     "plot_distribution",
@@ -37,6 +40,19 @@ AL_ROWS = {
     (True, "sft"): "SFT (with memory)",
     (True, "grpo"): "+ GRPO (with memory)",
 }
+
+
+def _task_sets() -> dict[str, tuple[str, ...]]:
+    from guirl.env.tasks import CATEGORIES
+    from guirl.methods.androidlong.rl import TASK_CATEGORY
+
+    return {"long_loop": (TASK_CATEGORY,), "other": tuple(c for c in CATEGORIES if c != TASK_CATEGORY)}
+
+
+#: The online task sets of 07's AndroidLong evaluation by name: ``long_loop``, AndroidLong's long
+#: looping tasks (Table 6; MiniGUI's category its GRPO trains on), and ``other``, MiniGUI's other five
+#: categories (the same table as a separate one: how the long-loop training carries over).
+TASK_SETS: dict[str, tuple[str, ...]] = _task_sets()
 
 
 # ============================================================================ AndroidLong: stages
@@ -112,16 +128,50 @@ def androidlong_agent(cfg: Config, source: Any) -> Any:
     return MemoryAgent(policy, spec, min_pixels=cfg.model.min_pixels, max_pixels=cfg.model.max_pixels)
 
 
-def evaluate_online(cfgs: Mapping[bool, Config], results: Mapping[tuple[bool, str], Any], *, progress: bool = False):
+def evaluate_online(
+    cfgs: Mapping[bool, Config],
+    results: Mapping[tuple[bool, str], Any],
+    *,
+    categories: Sequence[str] | None = None,
+    progress: bool = False,
+):
     """Every AndroidLong model (:data:`AL_ROWS`) played online on the same tasks and runs
     (:func:`guirl.studies.shared.evaluation.evaluate_online` with its own config: the AndroidLong
-    protocol of ``eval``), ``{row: OnlineEvaluation}``."""
+    protocol of ``eval``), ``{row: OnlineEvaluation}``; ``categories``: tasks of these MiniGUI
+    categories only (a :data:`TASK_SETS` value; ``None``: every category)."""
     from guirl.studies.shared import evaluation as ev
 
     out = {}
     for (memory, stage), row in AL_ROWS.items():
         c = cfgs[memory]
-        out[row] = ev.evaluate_online(c, androidlong_agent(c, results[(memory, stage)]), progress=progress)
+        agent = androidlong_agent(c, results[(memory, stage)])
+        out[row] = ev.evaluate_online(c, agent, categories=categories, progress=progress)
+    return out
+
+
+def combined(*evals: Mapping[str, Any]) -> dict[str, Any]:
+    """The online evaluations of several task sets (:func:`evaluate_online` results with the same
+    models) as one per model: its episodes of every set (task ids differ between sets:
+    :func:`guirl.studies.shared.evaluation.online_prefix`), the runs of each set joined run by run,
+    the summary over all of them. A model missing from a set is a ``ValueError`` naming it."""
+    from guirl.metrics.summary import summarize_online
+    from guirl.studies.shared.evaluation import OnlineEvaluation
+
+    names = list(evals[0]) if evals else []
+    out = {}
+    for name in names:
+        parts = []
+        for i, e in enumerate(evals):
+            if name not in e:
+                raise ValueError(f"combined: model {name!r} is not in task set {i} (models: {sorted(e)})")
+            parts.append(e[name])
+        if len({p.history for p in parts}) != 1 or len({len(p.runs) for p in parts}) != 1:
+            raise ValueError(f"combined: model {name!r} played its task sets with other histories or runs")
+        runs = [[r for p in parts for r in p.runs[k]] for k in range(len(parts[0].runs))]
+        merged = OnlineEvaluation(history=parts[0].history, runs=runs)
+        merged.episodes = [row for p in parts for row in p.episodes]
+        merged.summary = summarize_online(runs)
+        out[name] = merged
     return out
 
 
@@ -147,25 +197,37 @@ def table6(evals: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _task_apps(cfg: Config) -> dict[str, str]:
-    """The main app of every online task (``task.apps[0]``)."""
+def _task_apps(cfg: Config, task_sets: Sequence[Sequence[str] | None]) -> dict[str, str]:
+    """The main app (``task.apps[0]``) of every online task of the runs of each task set (its
+    categories; ``None``: every category)."""
     from guirl.studies.shared.evaluation import online_tasks
 
     return {
         t.task_id: t.apps[0]
+        for cats in task_sets
         for k in range(cfg.eval.n_seeds)
-        for t in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks)
+        for t in online_tasks(cfg, k, same_tasks=cfg.eval.online_same_tasks, categories=cats)
     }
 
 
-def by_group(cfg: Config, evals: Mapping[str, Any], key: str) -> pd.DataFrame:
+def by_group(
+    cfg: Config, evals: Mapping[str, Any], key: str, task_sets: Sequence[Sequence[str] | None] = (None,)
+) -> pd.DataFrame:
     """AndroidLong Tables 8-9 layout (``key="app"``; ``"category"``: the layout per task category of
     Figures 8-9): one row per (model, group) with ``Subgoal SR`` and ``Task SR`` as fractions (the
-    tables' unit), ``Task SR std`` over runs and ``n_tasks``. A task's app is its main one."""
-    apps = _task_apps(cfg) if key == "app" else {}
+    tables' unit), ``Task SR std`` over runs and ``n_tasks``. A task's app is its main one;
+    ``task_sets``: the categories of the task sets ``evals`` played (:data:`TASK_SETS` values;
+    ``None``: every category), which say where its apps are read from."""
+    apps = _task_apps(cfg, task_sets) if key == "app" else {}
     rows = []
     for name, ev in evals.items():
         df = pd.DataFrame(ev.episodes)
+        if key == "app":
+            missing = sorted(set(df["task_id"]) - set(apps))
+            if missing:
+                raise ValueError(
+                    f"by_group: tasks {missing[:3]} of {name!r} are in none of the task sets {list(task_sets)}"
+                )
         df["app"] = df["task_id"].map(apps) if key == "app" else None
         for group, g in df.groupby(key, sort=True):
             per_run = g.groupby("run")["success"].mean()
