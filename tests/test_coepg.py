@@ -712,7 +712,7 @@ def test_loop_resumes_after_a_kill_between_iterations(minigui, tmp_path):
     assert all(Path(it.planner_sft["base_model"]) == tmp_path / "start" for it in loop.iterations)  # SFT from the start
 
 
-def test_the_loop_resolves_each_sft_batchs_steps_before_it_trains(minigui, tmp_path):
+def test_the_loop_resolves_each_batchs_length_before_it_trains(minigui, tmp_path):
     from guirl.methods.coepg.data import annotation_rows, write_rows
     from guirl.studies import coepg_iterations as ci
 
@@ -724,29 +724,41 @@ def test_the_loop_resolves_each_sft_batchs_steps_before_it_trains(minigui, tmp_p
 
     runner, calls = FakeRunner(), []
 
-    def on_schedule(batch, so_far):  # called before the batch trains: none of its stages is trained yet
-        calls.append((list(batch["stage"]), list(so_far["stage"]), list(runner.trained)))
+    def on_schedule(kind, rows):  # called before the batch trains: none of its stages is trained yet
+        calls.append((kind, list(rows["stage"]), len(runner.trained)))
 
     loop = ci.run_iterations(cfg, s=s, runner=runner, builder=builder, on_schedule=on_schedule, progress=False)
     pools = [ci.pool_label(kind, j) for kind in ("planners", "verifiers") for j in range(cfg.coepg.pool_size)]
     it1 = [ci.sft_label(1, "planner"), ci.sft_label(1, "grounder"), ci.E2E_LABEL]
     it2 = [ci.sft_label(2, "planner"), ci.sft_label(2, "grounder")]
-    assert [c[0] for c in calls] == [pools, it1, it2]
-    assert [c[1] for c in calls] == [pools, pools + it1, pools + it1 + it2]  # every row planned so far
-    assert [len(c[2]) for c in calls] == [0, 4, 8]  # nothing of the batch had trained: 4 pools, then + 3 SFT + 1 GRPO
-    # the loop keeps the rows; their labels are the stage table's SFT rows
-    plan = loop.schedule
-    assert list(plan["stage"]) == pools + it1 + it2
-    table = list(ci.stage_rows(loop)["stage"])
-    assert [r for r in table if r not in set(plan["stage"])] == [
-        "iter 1 planner GRPO (pi'_1) run 0",
-        "iter 2 planner GRPO (pi'_2) run 0",
+    assert calls == [
+        ("sft", pools, 0),
+        ("sft", it1, 4),
+        ("rl", [ci.grpo_label(1, 0)], 7),
+        ("sft", it2, 8),
+        ("rl", [ci.grpo_label(2, 0)], 10),
     ]
-    assert (plan["optimizer_steps"] >= 1).all() and (plan["kind"] == "records").all()
+    # the loop keeps the rows; their labels are the stage table's rows
+    assert list(loop.schedule["stage"]) == pools + it1 + it2
+    assert list(loop.rl_schedule["stage"]) == [ci.grpo_label(1, 0), ci.grpo_label(2, 0)]
+    assert sorted(ci.stage_rows(loop)["stage"]) == sorted([*loop.schedule["stage"], *loop.rl_schedule["stage"]])
+    assert (loop.schedule["optimizer_steps"] >= 1).all() and (loop.schedule["kind"] == "records").all()
+    grpo_cfg = ci.grpo_stage(s, {"final": "x"}, [], tmp_path / "g").cfg
+    assert (loop.rl_schedule["rl_steps"] == grpo_cfg.rl.max_steps).all() and set(loop.rl_schedule["role"]) == {
+        "coepg.planner"
+    }
     # a records stage's count is its records file's
-    assert plan.set_index("stage").loc[ci.sft_label(1, "planner"), "records"] == len(
+    assert loop.schedule.set_index("stage").loc[ci.sft_label(1, "planner"), "records"] == len(
         (tmp_path / "run" / "data" / "D0_planner.jsonl").read_text().splitlines()
     )
+    # the ablations announce their GRPO runs too, labelled as the stage table labels them
+    got = []
+    ablations = ci.run_ablations(
+        loop, ci.ablation_runs(cfg), runner=runner, on_schedule=lambda kind, rows: got.append((kind, list(rows["stage"])))
+    )
+    want = [ci.ablation_label(a.name, 0) for a in ci.ablation_runs(cfg) if not a.main]
+    assert got == [("rl", want)]
+    assert [r for r in ci.stage_rows(loop, ablations)["stage"] if r.startswith("ablation")] == want
 
 
 def test_the_loop_prints_each_batch_by_default(minigui, tmp_path, capsys):
@@ -761,7 +773,28 @@ def test_the_loop_prints_each_batch_by_default(minigui, tmp_path, capsys):
 
     ci.run_iterations(cfg, s=s, runner=FakeRunner(), builder=builder, progress=False)
     out = capsys.readouterr().out
-    assert out.count("optimizer_steps") == 2 and ci.pool_label("planners", 0) in out and ci.E2E_LABEL in out
+    assert out.count("optimizer_steps") == 2 and out.count("rl_steps") == 1
+    assert ci.pool_label("planners", 0) in out and ci.E2E_LABEL in out and ci.grpo_label(1, 0) in out
+
+
+def test_the_schedule_writer_writes_each_kinds_rows_so_far(tmp_path):
+    import pandas as pd
+
+    from guirl.studies import coepg_iterations as ci
+
+    class Tables:
+        def __init__(self):
+            self.written = {}
+
+        def table(self, name, df, caption=""):
+            self.written[name] = (list(df["stage"]), caption)
+
+    report = Tables()
+    write = ci.schedule_writer(report, {"sft": "S", "rl": "R"})
+    write("sft", pd.DataFrame({"stage": ["a", "b"]}))
+    write("rl", pd.DataFrame({"stage": ["g"]}))
+    write("sft", pd.DataFrame({"stage": ["c"]}))
+    assert report.written == {"sft_schedule": (["a", "b", "c"], "S"), "rl_schedule": (["g"], "R")}
 
 
 def test_ablation_runs_cover_tables_4_and_5_once_each():

@@ -469,6 +469,7 @@ def check_03_coepg_iterations(out: Outputs, state: dict[str, Any]) -> None:
     stages = out.table("stages", rows=2 * sec.pool_size + k_max * (2 + n) + 1 + (len(ci.ablation_runs(cfg)) - 1) * n)
     assert all(r["steps"] is not None for r in stages)
     check_sft_schedule(out, [r for r in stages if r["kind"] == "sft" and r["skipped"] is None])
+    check_rl_schedule(out, [r for r in stages if r["kind"] == "rl" and r["skipped"] is None])
 
     def marks(rows: list[dict[str, Any]]) -> None:  # paired, with the interval; the mark agrees with it
         for g in rows:
@@ -663,6 +664,7 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
     n_exec = 1 + (sec.weak_executor_steps is not None) + len(sec.table2_executors)
     stages = out.table("stages", rows=4 + (sec.weak_executor_steps is not None))
     check_sft_schedule(out, [r for r in stages if r["kind"] == "sft"])
+    check_rl_schedule(out, [r for r in stages if r["kind"] == "rl"])
     rl = {r["stage"]: r for r in stages if r["kind"] == "rl"}
     assert {r["role"] for r in rl.values()} == {"ces.coordinator", "ces.state_tracker"}
     assert all(r["steps"] >= 1 and r["trained"] > 0 for r in rl.values())
@@ -748,8 +750,23 @@ def check_sft_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
         assert (want["from"] == "epochs") == (want["epochs"] is not None), want
 
 
+def check_rl_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
+    """``rl_schedule``, written before the stages train, names the RL stages of ``trained`` (the
+    ``stages`` table's RL rows) with their roles and the RL steps they trained; its own columns
+    agree with each other."""
+    plan = out.table("rl_schedule", rows=len(trained))
+    by_name = {r["stage"]: r for r in trained}
+    assert sorted(r["stage"] for r in plan) == sorted(by_name)
+    for want in plan:
+        got = by_name[want["stage"]]
+        assert want["rl_steps"] == got["steps"] >= 1 and want["role"] == got["role"], (want, got)
+        assert want["samples_per_step"] == want["prompts_per_step"] * want["group_size"]
+        assert want["optimizer_updates"] == want["rl_steps"] * want["mini_batches"]
+
+
 def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.actions.formats import FORMAT_NAMES
+    from guirl.env.tasks import CATEGORIES
     from guirl.methods.androidlong.errors import ERROR_TYPES
     from guirl.studies.agentcpm_androidlong import ACPM_LABELS, AL_ROWS, GROUNDING_TASKS, run_folder
 
@@ -766,7 +783,6 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     assert [r["kept"] for r in sweep] == sorted(r["kept"] for r in sweep)  # a higher threshold keeps more
     in_range(sweep, "kept_share".__eq__, 0.0, 100.0)
     (data,) = out.table("agentcpm_data", rows=1)
-    from guirl.env.tasks import CATEGORIES
     assert data["kept"] <= data["trajectories"] and data["train_steps"] == data["kept_steps"] - data["schema_left_out"]
     stages = out.table("stages", rows=6)
     assert all(r["steps"] >= 1 for r in stages)
@@ -827,7 +843,12 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
         assert cats <= want and len(cats) == min(len(want), cfg.eval.n_tasks), (name, cats)  # categories take turns
     vs6 = out.table("table6_vs_paper", rows=10)
     assert sum(r["ours"] is not None for r in vs6) == 8  # 4 rows x (Task SR, std); not the w/o-auto-entering row
+    long6 = {r["model"]: r["Task SR"] for r in out.table("table6_online")}
+    assert all(
+        math.isclose(r["ours"], long6[r["row"]]) for r in vs6 if r["ours"] is not None and r["column"] == "Task SR"
+    )
     cats = out.table("by_category", rows=lambda n: n >= 4)
+    assert {r["category"] for r in cats} == {e["category"] for e in episodes} >= {"long_loop"}  # both task sets
     in_range(cats, lambda k: k in ("Subgoal SR", "Task SR"), 0.0, 1.0)
     apps = out.table("by_app", rows=lambda n: n >= 4)
     for r in cats + apps:
@@ -843,12 +864,7 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
 def check_09_tiny_pretraining(out: Outputs, state: dict[str, Any]) -> None:
     from guirl.env.pretraining import PROBES, SKILLS
 
-    long6 = {r["model"]: r["Task SR"] for r in out.table("table6_online")}
-    assert all(
-        math.isclose(r["ours"], long6[r["row"]]) for r in vs6 if r["ours"] is not None and r["column"] == "Task SR"
-    )
     cfg = check_saved_config_is_the_one_used(out)
-    assert {r["category"] for r in cats} == {e["category"] for e in episodes} >= {"long_loop"}  # both task sets
     p = cfg.pretrain
     assert p is not None and not p.rebuild  # make reproduce scores the shipped base; make tiny-base rebuilds it
     data = out.table("data", rows=len(SKILLS))

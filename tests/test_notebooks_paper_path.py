@@ -171,6 +171,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "figure6_data_quality",
         "figure6_vs_paper",
         "iteration_gains",
+        "rl_schedule",
         "setup_vs_paper",
         "sft_schedule",
         "stages",
@@ -194,6 +195,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "figure5_vs_paper",
         "online_by_category",
         "online_paired",
+        "rl_schedule",
         "setup_vs_paper",
         "sft_schedule",
         "stages",
@@ -245,10 +247,10 @@ PAPER_TABLES: dict[str, set[str]] = {
         "table2_tm_em",
         "table3_paired",
         "table6_online",
-        "table6_paired",
-        "table6_vs_paper",
         "table6_other_categories",
         "table6_other_paired",
+        "table6_paired",
+        "table6_vs_paper",
         "tables8_9_vs_paper",
         "tokens_per_action",
     },
@@ -301,6 +303,8 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
     if notebook in ("01_sft", "03_coepg_iterations", "04_ces_staged_rl", "07_agentcpm_androidlong"):
         trained = {r["stage"]: r["steps"] for r in tables["stages"]}  # SFT stages trained the planned steps
         assert all(r["optimizer_steps"] == trained[r["stage"]] for r in tables["sft_schedule"]), tables["sft_schedule"]
+        if "rl_schedule" in tables:  # and the RL stages the planned RL steps
+            assert all(r["rl_steps"] == trained[r["stage"]] for r in tables["rl_schedule"]), tables["rl_schedule"]
     if notebook == "02_ccpo_rl":
         (schedule,) = tables["rl_schedule"]
         assert schedule["max_steps"] == cfg.rl.max_steps and schedule["from"] == "max_steps"  # the smoke budget wins

@@ -12,7 +12,14 @@ import pytest
 from guirl.config import load_config
 from guirl.studies.shared.evaluation import OnlineEvaluation
 from guirl.studies.shared.paired import conclusions, online_paired
-from guirl.studies.shared.stages import STAGE_COLUMNS, reward_rise, rl_curves, stage_table
+from guirl.studies.shared.stages import (
+    RL_SCHEDULE_COLUMNS,
+    STAGE_COLUMNS,
+    reward_rise,
+    rl_curves,
+    rl_schedule,
+    stage_table,
+)
 
 
 def write_log(path: Path, rewards: list[float]) -> dict:
@@ -144,3 +151,27 @@ def test_conclusions_leave_out_baseline_rows_and_take_column_names() -> None:
     ]
     out = conclusions(pd.DataFrame(rows), names=("vs", "row"))
     assert out == "C-DREM has a higher step SR than single (+1.0 points, 95% interval [+0.2, +2.0])."
+
+
+@pytest.mark.parametrize(
+    ("rl", "want"),
+    [
+        ({"max_steps": 10, "prompts_per_step": 4, "group_size": 8, "mini_batches": 1}, (10, 32, 10)),
+        ({"max_steps": 3, "prompts_per_step": 2, "group_size": 4, "mini_batches": 4}, (3, 8, 12)),  # CCPO's 4 updates
+        ({"max_steps": 1, "prompts_per_step": 1, "group_size": 2, "mini_batches": 2}, (1, 2, 2)),
+    ],
+)
+def test_rl_schedule_reads_each_rl_stages_config_and_leaves_sft_out(tmp_path: Path, rl, want) -> None:
+    from guirl.train.launch import SFT_ENTRY, Stage
+    from guirl.train.rl import RL_ENTRY
+
+    cfg = load_config("tiny")
+    rl_cfg = cfg.replace({f"rl.{k}": v for k, v in {**rl, "role": "grpo"}.items()})
+    stages = {
+        "warm-up": Stage("sft", SFT_ENTRY, cfg, {"data": tmp_path}, tmp_path, tmp_path / "a"),
+        "grpo": Stage("grpo", RL_ENTRY, rl_cfg, {"data": tmp_path}, tmp_path / "a" / "final", tmp_path / "b"),
+    }
+    (row,) = rl_schedule(stages).to_dict(orient="records")
+    assert list(row) == list(RL_SCHEDULE_COLUMNS) and row["stage"] == "grpo" and row["role"] == "grpo"
+    assert (row["rl_steps"], row["samples_per_step"], row["optimizer_updates"]) == want
+    assert list(rl_schedule({}).columns) == list(RL_SCHEDULE_COLUMNS)  # no RL stage: the columns, no row

@@ -58,6 +58,7 @@ from guirl.studies.parts.coepg_iterations.ablations import (
     TABLE4,
     TABLE5,
     Ablation,
+    ablation_label,
     ablation_models,
     ablation_runs,
     ratio,
@@ -91,9 +92,11 @@ from guirl.studies.parts.coepg_iterations.loop import (
     build_data,
     checkpoint_steps,
     e2e_stage,
+    grpo_label,
     grpo_stage,
     initial_pools,
     iteration_records,
+    plan_batch,
     pool_label,
     pool_stages,
     print_schedule,
@@ -121,8 +124,10 @@ __all__ = [
     "checkpoint_steps",
     "e2e_stage",
     "grpo_stage",
+    "grpo_label",
     "initial_pools",
     "iteration_records",
+    "plan_batch",
     "pool_label",
     "pool_stages",
     "print_schedule",
@@ -135,6 +140,7 @@ __all__ = [
     "TABLE4",
     "TABLE5",
     "Ablation",
+    "ablation_label",
     "ablation_models",
     "ablation_runs",
     "resolve_rows",
@@ -394,24 +400,28 @@ def stage_rows(loop: LoopResult, ablations: Mapping[str, Sequence[Mapping[str, A
         rows[sft_label(it.k, "planner")] = it.planner_sft
         rows[sft_label(it.k, "grounder")] = it.grounder_sft
         for r, g in enumerate(it.grpo):
-            rows[f"iter {it.k} planner GRPO (pi'_{it.k}) run {r}"] = g
+            rows[grpo_label(it.k, r)] = g
         if it.k == 1 and loop.e2e:
             rows[sft_label(1, "e2e")] = loop.e2e
     for name, rs in (ablations or {}).items():
         for r, g in enumerate(rs):
             if g not in loop.iterations[0].grpo:
-                rows[f"ablation {name} run {r}"] = g
+                rows[ablation_label(name, r)] = g
     return stage_table(rows)
 
 
-def schedule_writer(report: Any, caption: str) -> Callable[[pd.DataFrame, pd.DataFrame], None]:
-    """An ``on_schedule`` for :func:`run_iterations`: before each batch of SFT stages trains, print
-    its optimizer steps and write every row planned so far as the ``sft_schedule`` table of
-    ``report`` (:class:`guirl.report.Report`), so the table exists before the stages it lists train."""
+def schedule_writer(report: Any, captions: Mapping[str, str]) -> Callable[[str, pd.DataFrame], None]:
+    """An ``on_schedule`` for :func:`run_iterations` and :func:`run_ablations`: before each batch of
+    stages trains, print its lengths and write every row of its kind planned so far as the
+    ``sft_schedule`` or ``rl_schedule`` table of ``report`` (:class:`guirl.report.Report`; captions
+    by kind), so each table exists before the stages it lists train."""
+    planned: dict[str, list[pd.DataFrame]] = {"sft": [], "rl": []}
+    names = {"sft": "sft_schedule", "rl": "rl_schedule"}
 
-    def write(batch: pd.DataFrame, so_far: pd.DataFrame) -> None:
-        print_schedule(batch, so_far)
-        report.table("sft_schedule", so_far, caption=caption)
+    def write(kind: str, rows: pd.DataFrame) -> None:
+        print_schedule(kind, rows)
+        planned[kind].append(rows)
+        report.table(names[kind], pd.concat(planned[kind], ignore_index=True), caption=captions[kind])
 
     return write
 

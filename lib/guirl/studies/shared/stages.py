@@ -3,6 +3,8 @@ curves, and whether RL moved the reward (02, 03, 04 and 07 use the same three).
 
 * :func:`sft_schedule`: one row per SFT stage before it trains: records, epochs or step budget,
   batch, processes and the optimizer steps that makes.
+* :func:`rl_schedule`: one row per RL stage before it trains: its role, RL steps, prompts and
+  samples per step and the optimizer updates that makes.
 * :func:`stage_table`: one row per stage result (SFT or RL): steps, records or samples, seconds,
   the step it resumed from, why it was skipped.
 * :func:`rl_curves`: the per-step logs of RL stages as one table, keyed by the run's labels.
@@ -21,7 +23,15 @@ import pandas as pd
 from guirl.studies.shared.rl_runs import rl_log
 from guirl.train.launch import SFT_ENTRY, Stage
 
-__all__ = ["STAGE_COLUMNS", "sft_schedule", "stage_table", "rl_curves", "reward_rise"]
+__all__ = [
+    "STAGE_COLUMNS",
+    "RL_SCHEDULE_COLUMNS",
+    "sft_schedule",
+    "rl_schedule",
+    "stage_table",
+    "rl_curves",
+    "reward_rise",
+]
 
 #: Columns of :func:`stage_table`, in order.
 STAGE_COLUMNS = (
@@ -54,6 +64,49 @@ def sft_schedule(stages: Mapping[str, Stage]) -> pd.DataFrame:
         if s.entry == SFT_ENTRY
     ]
     return pd.DataFrame(rows)
+
+
+#: Columns of :func:`rl_schedule`, in order.
+RL_SCHEDULE_COLUMNS = (
+    "stage",
+    "role",
+    "rl_steps",
+    "prompts_per_step",
+    "group_size",
+    "samples_per_step",
+    "mini_batches",
+    "optimizer_updates",
+)
+
+
+def rl_schedule(stages: Mapping[str, Stage]) -> pd.DataFrame:
+    """The length of each RL stage of ``stages`` (``{label: Stage}``; SFT stages are left out:
+    :func:`sft_schedule`), read from the config it will train with, before it trains: ``stage``
+    (the label), ``role`` (``rl.role``), ``rl_steps`` (``rl.max_steps``, which a paper's recipe
+    resolves from its epochs before the stage is built; a finished stage's ``global_step`` equals
+    it), ``prompts_per_step``, ``group_size``, ``samples_per_step`` (prompts x group: the rollouts of
+    one step), ``mini_batches`` (optimizer updates per step, :mod:`guirl.train.rl`) and
+    ``optimizer_updates`` (``rl_steps x mini_batches``)."""
+    from guirl.train.rl import RL_ENTRY
+
+    rows = []
+    for label, s in stages.items():
+        if s.entry != RL_ENTRY:
+            continue
+        rl = s.cfg.rl
+        rows.append(
+            {
+                "stage": label,
+                "role": rl.role,
+                "rl_steps": rl.max_steps,
+                "prompts_per_step": rl.prompts_per_step,
+                "group_size": rl.group_size,
+                "samples_per_step": rl.prompts_per_step * rl.group_size,
+                "mini_batches": rl.mini_batches,
+                "optimizer_updates": rl.max_steps * rl.mini_batches,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(RL_SCHEDULE_COLUMNS))
 
 
 def _is_rl(result: Mapping[str, Any]) -> bool:

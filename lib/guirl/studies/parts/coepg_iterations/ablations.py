@@ -10,7 +10,16 @@ from typing import Any
 
 from guirl.config import Config
 from guirl.methods.coepg.config import coepg_section
-from guirl.studies.parts.coepg_iterations.loop import LoopResult, Runner, default_runner, grpo_stage, run_name
+from guirl.studies.parts.coepg_iterations.loop import (
+    LoopResult,
+    OnSchedule,
+    Runner,
+    default_runner,
+    grpo_stage,
+    plan_batch,
+    print_schedule,
+    run_name,
+)
 from guirl.studies.parts.coepg_iterations.models import dual_agent
 
 __all__ = [
@@ -19,6 +28,7 @@ __all__ = [
     "TABLE5",
     "READINGS",
     "ablation_runs",
+    "ablation_label",
     "ablation_models",
     "ratio",
     "resolve_rows",
@@ -117,32 +127,42 @@ def resolve_rows(cfg: Config, rows: Sequence[tuple[str, Ablation]]) -> list[tupl
     return [(label, canon[a.key]) for label, a in rows]
 
 
+def ablation_label(name: str, r: int) -> str:
+    """Label of seed ``r`` of ablation run ``name`` in 03's stage tables."""
+    return f"ablation {name} run {r}"
+
+
 def run_ablations(
-    loop: LoopResult, runs: Sequence[Ablation], *, runner: Runner | None = None
+    loop: LoopResult,
+    runs: Sequence[Ablation],
+    *,
+    runner: Runner | None = None,
+    on_schedule: OnSchedule | None = print_schedule,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train (or reuse) every ablation run from ``pi_1`` with the iteration-1 ensemble, ``coepg.n_runs``
-    seeds each; ``{name: [result per seed]}``, the main run's results for the run marked ``main``."""
+    seeds each; ``{name: [result per seed]}``, the main run's results for the run marked ``main``.
+    Their RL steps go to ``on_schedule`` before they train (:func:`~guirl.studies.parts.coepg_iterations.loop.plan_batch`)."""
     s, cfg = loop.setup, loop.setup.cfg
     runner = runner or default_runner
     first = loop.iterations[0]
     n = coepg_section(cfg).n_runs
-    stages, names = [], []
+    stages, names = {}, []
     for a in runs:
         if a.main:
             continue
         for r in range(n):
-            stages.append(
-                grpo_stage(
-                    s,
-                    first.planner_sft,
-                    loop.ensemble(1),
-                    s.run_dir / "ablations" / run_name(a.name, r),
-                    seed=cfg.seed + r,
-                    **a.overrides(),
-                )
+            stages[ablation_label(a.name, r)] = grpo_stage(
+                s,
+                first.planner_sft,
+                loop.ensemble(1),
+                s.run_dir / "ablations" / run_name(a.name, r),
+                seed=cfg.seed + r,
+                **a.overrides(),
             )
             names.append(a.name)
-    results = runner(stages, cfg.runtime.parallel_stages) if stages else []
+    if stages:
+        plan_batch(stages, on_schedule)
+    results = runner(list(stages.values()), cfg.runtime.parallel_stages) if stages else []
     out: dict[str, list[dict[str, Any]]] = {a.name: [] for a in runs}
     for name, res in zip(names, results, strict=True):
         out[name].append(res)

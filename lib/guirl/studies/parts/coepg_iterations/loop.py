@@ -57,7 +57,10 @@ __all__ = [
     "default_runner",
     "pool_label",
     "sft_label",
+    "grpo_label",
     "E2E_LABEL",
+    "OnSchedule",
+    "plan_batch",
     "print_schedule",
 ]
 
@@ -69,6 +72,11 @@ E2E_LABEL = "end-to-end baseline"
 def pool_label(kind: str, j: int) -> str:
     """Label of pool model ``j`` of ``kind`` (``planners`` / ``verifiers``) in 03's stage tables."""
     return f"pool {kind.removesuffix('s')} {j}"
+
+
+def grpo_label(k: int, r: int) -> str:
+    """Label of iteration ``k``'s GRPO run ``r`` (``pi'_k``) in 03's stage tables."""
+    return f"iter {k} planner GRPO (pi'_{k}) run {r}"
 
 
 def sft_label(k: int, kind: str) -> str:
@@ -366,8 +374,10 @@ class Iteration:
 class LoopResult:
     """What :func:`run_iterations` trained: the set-up, the pool models, the iterations, the
     end-to-end baseline, the data files ``D_0 .. D_{K-1}``, the auxiliary grounders and the
-    ``schedule`` of every SFT stage, each row resolved before its stage trained
-    (:func:`guirl.studies.shared.stages.sft_schedule`, labelled by :func:`pool_label` / :func:`sft_label`)."""
+    lengths of every stage, each row resolved before its stage trained: ``schedule`` of the SFT
+    stages (:func:`guirl.studies.shared.stages.sft_schedule`) and ``rl_schedule`` of the GRPO stages
+    (:func:`~guirl.studies.shared.stages.rl_schedule`), labelled as in 03's ``stages`` table
+    (:func:`pool_label`, :func:`sft_label`, :func:`grpo_label`)."""
 
     setup: Setup
     pool: dict[str, list[dict[str, Any]]]
@@ -376,6 +386,7 @@ class LoopResult:
     data: dict[int, Path]
     aux: list[str]
     schedule: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rl_schedule: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def ensemble(self, k: int) -> list[str]:
         """The C-DREM ensemble of iteration ``k``: the auxiliary grounders, then ``phi_k``."""
@@ -384,14 +395,31 @@ class LoopResult:
 
 Runner = Callable[[Sequence[Stage], int], list[dict[str, Any]]]
 Builder = Callable[[Setup, int, Pool, Pool], Path]
-#: Called before a batch of SFT stages trains with ``(batch, so_far)``: the batch's rows of
-#: :func:`guirl.studies.shared.stages.sft_schedule` and every row planned up to now (the batch last).
-OnSchedule = Callable[["pd.DataFrame", "pd.DataFrame"], None]
+#: Called before a batch of stages trains with ``(kind, rows)``: ``"sft"`` and the batch's rows of
+#: :func:`guirl.studies.shared.stages.sft_schedule`, then ``"rl"`` and its rows of
+#: :func:`~guirl.studies.shared.stages.rl_schedule` (a kind the batch has no stage of is not called).
+OnSchedule = Callable[[str, "pd.DataFrame"], None]
 
 
-def print_schedule(batch: pd.DataFrame, so_far: pd.DataFrame) -> None:
-    """The default :data:`OnSchedule`: print the batch's optimizer steps before it trains."""
-    print(batch.to_string(index=False), flush=True)
+def print_schedule(kind: str, rows: pd.DataFrame) -> None:
+    """The default :data:`OnSchedule`: print a batch's lengths before it trains."""
+    what = "optimizer steps of the SFT stages" if kind == "sft" else "RL steps of the GRPO stages"
+    print(f"{what} about to train:\n{rows.to_string(index=False)}", flush=True)
+
+
+def plan_batch(batch: Mapping[str, Stage], on_schedule: OnSchedule | None) -> dict[str, pd.DataFrame]:
+    """``{kind: rows}`` of ``batch`` (``{label: Stage}``): its SFT stages' :func:`sft_schedule` and
+    its RL stages' :func:`rl_schedule`, each passed to ``on_schedule`` (``None``: not passed);
+    a kind without a stage in the batch has no key."""
+    from guirl.studies.shared.stages import rl_schedule, sft_schedule
+
+    out = {}
+    for kind, rows in (("sft", sft_schedule(batch)), ("rl", rl_schedule(batch))):
+        if len(rows):
+            out[kind] = rows
+            if on_schedule is not None:
+                on_schedule(kind, rows)
+    return out
 
 
 def default_runner(stages: Sequence[Stage], parallel: int) -> list[dict[str, Any]]:
@@ -410,26 +438,22 @@ def run_iterations(
     """The Co-EPG loop (module doc), resumable: call again after a kill and it continues at the last
     finished model. ``runner(stages, parallel)`` trains stages (default
     :func:`guirl.train.launch.run_stages`); ``builder(setup, k, planners, verifiers)`` builds
-    ``D_k`` (default :func:`build_data`): tests pass their own. Before each batch of SFT stages
-    trains (the pools, then each iteration's ``pi_k`` / ``phi_k``), its optimizer steps are
-    resolved and passed to ``on_schedule`` (default: printed; ``None``: neither), and kept in
-    :attr:`LoopResult.schedule`."""
-    from guirl.studies.shared.stages import sft_schedule
-
+    ``D_k`` (default :func:`build_data`): tests pass their own. Before each batch of stages trains
+    (the pools; each iteration's ``pi_k`` / ``phi_k``; its GRPO runs), its lengths are resolved
+    (:func:`plan_batch`) and passed to ``on_schedule`` (default: printed; ``None``: neither), and
+    kept in :attr:`LoopResult.schedule` / :attr:`LoopResult.rl_schedule`."""
     s = s or setup(cfg)
     runner = runner or default_runner
     builder = builder or (lambda st, k, p, v: build_data(st, k, p, v, progress=progress))
     sec = coepg_section(cfg)
     par = cfg.runtime.parallel_stages
-    planned: list[pd.DataFrame] = []
+    planned: dict[str, list[pd.DataFrame]] = {"sft": [], "rl": []}
 
     def train(batch: Mapping[str, Stage]) -> list[dict[str, Any]]:
         if not batch:
             return []
-        rows = sft_schedule(batch)
-        planned.append(rows)
-        if on_schedule is not None:
-            on_schedule(rows, pd.concat(planned, ignore_index=True))
+        for kind, rows in plan_batch(batch, on_schedule).items():
+            planned[kind].append(rows)
         return runner(list(batch.values()), par)
 
     stages = pool_stages(s)
@@ -453,14 +477,16 @@ def run_iterations(
         if k == 1:
             e2e = trained.get("e2e") or _skipped(s.start, "D0 has no record")
         ensemble = [*aux, str(phi["final"])]
-        grpo_runs = [
-            grpo_stage(s, pi, ensemble, s.run_dir / f"iter{k}" / run_name("planner_grpo", r), seed=cfg.seed + r)
+        grpo_runs = {
+            grpo_label(k, r): grpo_stage(
+                s, pi, ensemble, s.run_dir / f"iter{k}" / run_name("planner_grpo", r), seed=cfg.seed + r
+            )
             for r in range(sec.n_runs)
-        ]
-        grpo = runner(grpo_runs, par)
+        }
+        grpo = train(grpo_runs)
         iterations.append(Iteration(k, pi, phi, grpo, data[k - 1], planners, verifiers))
         planners, verifiers = planners.add(grpo[0]["final"]), verifiers.add(phi["final"])
         if k < sec.iterations:
             data[k] = builder(s, k, planners, verifiers)
-    schedule = pd.concat(planned, ignore_index=True) if planned else pd.DataFrame()
-    return LoopResult(s, pool, iterations, e2e, data, aux, schedule)
+    sft, rl = (pd.concat(planned[k], ignore_index=True) if planned[k] else pd.DataFrame() for k in ("sft", "rl"))
+    return LoopResult(s, pool, iterations, e2e, data, aux, sft, rl)
