@@ -788,6 +788,7 @@ def check_07_agentcpm_androidlong(out: Outputs, state: dict[str, Any]) -> None:
     assert all(r["steps"] >= 1 for r in stages)
     assert [r["kind"] for r in stages] == ["sft", "sft", "sft", "rl", "rl", "rl"]
     check_sft_schedule(out, stages[:3])
+    check_rl_schedule(out, stages[3:])
     marks_agree(out.table("reward_rise", rows=3))
     assert set(out.figure("rl_curves")["stage"]) == {"agentcpm_rft", "androidlong_grpo_nomem", "androidlong_grpo_mem"}
     # Table 1: Stage I and the two compact JSON models on the three CAGUI tasks

@@ -236,6 +236,7 @@ PAPER_TABLES: dict[str, set[str]] = {
         "error_taxonomy",
         "mapping_identity",
         "reward_rise",
+        "rl_schedule",
         "schema_steps",
         "setup_vs_paper",
         "sft_schedule",
@@ -322,6 +323,16 @@ def check(c: Chain, case: str, notebook: str, source: str, result: Any) -> None:
         caption = json.loads((folder / "table2_tm_em.json").read_text())["caption"]
         assert "androidcontrol test split under the agentcpm_androidcontrol protocol" in caption, caption
         in_range(tables["table2_tm_em"], lambda k: k.endswith((" TM", " EM")), 0.0, 100.0)
+        # Stage I (AgentCPM-GUI Sec. 2.3): no 01 grounding model on a paper profile, so 07 trains its own on the
+        # rows 00 wrote from AndroidControl's training screens, under DeepSpeed, listed before it trained
+        converted = c.roots["GUIRL_DATA"] / PROFILE / source
+        n_rows = json.loads((converted / "manifest.json").read_text())["grounding_samples"]
+        assert n_rows > 0 and len((converted / "grounding_train.jsonl").read_text().splitlines()) == n_rows
+        trained = {r["stage"]: r["steps"] for r in tables["stages"]}
+        (planned,) = [r for r in tables["sft_schedule"] if r["stage"] == "agentcpm_grounding"]
+        assert planned["kind"] == "grounding" and trained["agentcpm_grounding"] == planned["optimizer_steps"] >= 1
+        assert _deepspeed_checkpoints(runs / "agentcpm_grounding"), "07's Stage I trained without DeepSpeed"
+        assert "Stage I (agentcpm_grounding)" in {r["model"] for r in tables["table1_grounding"]}
 
 
 @pytest.mark.notebook

@@ -13,7 +13,7 @@ import pytest
 
 from guirl.config import ConfigError, load_config
 from guirl.data.splits import load_splits
-from guirl.methods.agentcpm.config import rft_updates, sft_updates
+from guirl.methods.agentcpm.config import grounding_updates, rft_updates, sft_updates
 from guirl.methods.androidlong.config import variant_updates
 from guirl.studies import agentcpm_androidlong as S
 from guirl.studies.shared.evaluation import OnlineEvaluation
@@ -74,6 +74,7 @@ def derived(cfg, data):
     v = cfg.replace(variant_updates(cfg, memory=cfg.androidlong.memory))
     return {
         "sft": sft_updates(cfg),
+        "grounding_stage": grounding_updates(cfg),
         "rft": rft_updates(cfg, n_train_steps=100),
         "reward": cfg.agentcpm.reward_config(),
         "variant": variant_updates(cfg, memory=cfg.androidlong.memory),
@@ -142,10 +143,8 @@ def load_splits_stub():
     return {"s": Split("s", (Episode("e", "x", (st,), "minigui"),), Path("/x"))}
 
 
-# ----------------------------------------------------------------------------- data
-def test_the_compact_json_data_folder_of_a_converted_data_set_reaches_its_images(tmp_path):
-    # a converted data set keeps its screenshots under its own folder (androidcontrol/<episode>/<i>.png),
-    # not MiniGUI's images/: the folder links what the screenshots name, and a second write keeps the links
+def public_converted(name: str, tmp_path: Path) -> Path:
+    """The public-format copy of data set ``name`` (tests/fixtures/make_fixtures.py, PUBLIC), converted."""
     import importlib.util
 
     from guirl.data.loaders import convert_dataset
@@ -155,8 +154,16 @@ def test_the_compact_json_data_folder_of_a_converted_data_set_reaches_its_images
     )
     mf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mf)  # type: ignore[union-attr]
-    converted = tmp_path / "converted"
-    convert_dataset("androidcontrol", mf.PUBLIC["androidcontrol"](tmp_path / "src"), converted)
+    converted = tmp_path / f"converted_{name}"
+    convert_dataset(name, mf.PUBLIC[name](tmp_path / "src"), converted)
+    return converted
+
+
+# ----------------------------------------------------------------------------- data
+def test_the_compact_json_data_folder_of_a_converted_data_set_reaches_its_images(tmp_path):
+    # a converted data set keeps its screenshots under its own folder (androidcontrol/<episode>/<i>.png),
+    # not MiniGUI's images/: the folder links what the screenshots name, and a second write keeps the links
+    converted = public_converted("androidcontrol", tmp_path)
     split = load_splits(converted)["train"]
     assert S.screenshot_tops(split.episodes) == ["androidcontrol"]
     for _ in range(2):
@@ -337,12 +344,55 @@ def test_stage_lists(cfg, data, tmp_path):
     sft, rft = S.agentcpm_stages(cfg, data_dir=acpm_data, start=tmp_path / "g", run_dir=tmp_path)
     assert sft.cfg.sft.output_format == "agentcpm" and sft.cfg.sft.max_steps == cfg.agentcpm.sft.max_steps
     assert rft.base_model == sft.output_dir / "final" and rft.cfg.rl.reward == "agentcpm"
+    # Stage I on the tiny profile: 01's grounding model, nothing for 07 to train
+    one, start = S.stage_one(
+        cfg, grounding={"final": str(tmp_path / "g")}, data_dir=data, base_model=tmp_path / "b", run_dir=tmp_path
+    )
+    assert (one, start) == (None, tmp_path / "g")
     cfgs = S.androidlong_configs(cfg)
     al_sft, al_grpo = S.androidlong_stages(cfgs, data_dir=data, start=tmp_path / "m", run_dir=tmp_path)
     assert [s.cfg.androidlong.memory for s in al_sft] == [False, True]
     assert [s.name for s in al_sft] == ["records", "records"] and all(s.cfg.rl.role == "androidlong" for s in al_grpo)
     recs = [json.loads(line) for line in Path(al_sft[1].inputs["records"]).read_text().splitlines()]
     assert any(r["memory"] for r in recs)  # the long loops of the training split carry a memory
+
+
+def test_stage_one_without_01s_grounding_model(tmp_path):
+    # the paper profiles (no grounding.enabled): Stage I is 07's own grounding stage on the converted
+    # data set's rows, from the base model, in the compact JSON format with AgentCPM-GUI's prompt
+    from guirl.studies.shared.stages import sft_schedule
+    from guirl.train.launch import SFT_ENTRY
+    from guirl.train.sft import build_records
+
+    cfg = load_config("paper-3b", overrides=["agentcpm.grounding.max_steps=7"])
+    assert not cfg.grounding.enabled
+    converted = public_converted("androidcontrol", tmp_path)
+    stage, start = S.stage_one(cfg, grounding=None, data_dir=converted, base_model=tmp_path / "base", run_dir=tmp_path)
+    assert (stage.name, stage.entry, stage.base_model) == ("grounding", SFT_ENTRY, tmp_path / "base")
+    assert stage.output_dir == tmp_path / S.STAGE_ONE and start == stage.output_dir / "final"
+    c = stage.cfg
+    assert (c.sft.output_format, c.sft.system_prompt) == ("agentcpm", None)  # App. C.2's prompt, as Stage II
+    g = cfg.agentcpm.grounding
+    assert (c.grounding.max_steps, c.grounding.learning_rate, c.grounding.per_device_batch_size) == (
+        7,
+        g.learning_rate,
+        g.per_device_batch_size,
+    )
+    recs = build_records(c, "grounding", converted)
+    answers = [r["completion"][0]["content"][0]["text"] for r in recs]
+    points = [json.loads(a)["POINT"] for a, r in zip(answers, recs) if r["action_type"] == "text_to_point"]
+    assert points and all(0 <= v <= 1000 and isinstance(v, int) for p in points for v in p)  # the 0-1000 grid
+    (row,) = sft_schedule({S.STAGE_ONE: stage}).to_dict(orient="records")
+    assert (row["kind"], row["records"], row["optimizer_steps"]) == ("grounding", len(recs), 7)
+    # a data set without UI elements (GUI-Odyssey) has no Stage I data: one line naming the fix
+    odyssey = public_converted("guiodyssey", tmp_path)
+    with pytest.raises(ValueError, match=r"0 grounding samples .*run 07 on a data set with UI elements"):
+        S.stage_one(cfg, grounding=None, data_dir=odyssey, base_model=tmp_path / "base", run_dir=tmp_path)
+    manifest = json.loads((odyssey / "manifest.json").read_text())
+    del manifest["grounding_samples"]
+    (odyssey / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"no grounding_samples count .*convert the data set again"):
+        S.stage_one(cfg, grounding=None, data_dir=odyssey, base_model=tmp_path / "base", run_dir=tmp_path)
 
 
 # ----------------------------------------------------------------------------- paper-profile dry runs (CPU)
@@ -377,15 +427,27 @@ def test_agentcpm_paper_profile_dry_run(tiny_model, minigui, tmp_path):
         overrides=[
             f"model.path={tiny_model}",
             *CPU,
+            "agentcpm.grounding.max_steps=1",
             "agentcpm.sft.max_steps=1",
             "agentcpm.rft.max_steps=1",
             "agentcpm.rft.prompts_per_step=1",  # 8 completions a step: one prompt x Table 5's 8 generations
             "agentcpm.rft.max_new_tokens=24",
         ],
     )
+    # Stage I: 07's own grounding stage on a converted data set's UI elements, from the base model
+    one, start = S.stage_one(
+        cfg,
+        grounding=None,
+        data_dir=public_converted("androidcontrol", tmp_path),
+        base_model=tiny_model,
+        run_dir=tmp_path,
+    )
+    first = run_stage(one, echo=False)
+    assert first["global_step"] == 1 and Path(first["final"]) == start
     split = load_splits(minigui)["train"]
     S.write_agentcpm_data(minigui, split, [ep.episode_id for ep in split.episodes], tmp_path / "acpm")
-    sft, rft = S.agentcpm_stages(cfg, data_dir=tmp_path / "acpm", start=tiny_model, run_dir=tmp_path)
+    sft, rft = S.agentcpm_stages(cfg, data_dir=tmp_path / "acpm", start=start, run_dir=tmp_path)
+    assert sft.base_model == start  # Stage II starts from Stage I
     assert sft.cfg.sft.histories == ["3AO"] and sft.cfg.sft.system_prompt is None  # Table 4 / App. C.2 prompt
     assert (rft.cfg.rl.group_size, rft.cfg.rl.prompts_per_step, rft.cfg.rl.beta) == (8, 1, 0.04)
     res = run_stage(sft, echo=False)

@@ -11,12 +11,17 @@ paired online table and the sentences are :mod:`guirl.studies.shared` (``stages`
   :func:`write_agentcpm_data`: the kept trajectories without the steps the paper's schema cannot
   write (open app, answer, recent apps: :func:`guirl.methods.agentcpm.data.compact_episode`), as a
   data folder whose ``train/images`` is a link to the source's;
-* stages (:func:`agentcpm_stages`): Stage I is notebook 01's grounding model (reused, not trained
-  again: its point answers are written in 01's output format, so the compact JSON SFT learns its
-  own syntax and [0, 1000] grid on top), Stage II SFT in the ``agentcpm`` format
-  (:func:`guirl.methods.agentcpm.config.sft_updates`), Stage III RFT = the generic ``grpo`` role
-  with ``rl.reward: agentcpm`` (:func:`guirl.methods.agentcpm.config.rft_updates`), one engine;
-* Table 1 (:func:`grounding_rows`, :func:`evaluate_grounding`, :func:`table1`): Fun2Point /
+* stages (:func:`stage_one`, :func:`agentcpm_stages`): Stage I (Sec. 2.3) is notebook 01's
+  grounding model where the profile trains one (``grounding.enabled``, the tiny profile: reused,
+  its point answers in 01's output format, so the compact JSON SFT learns its own syntax and
+  [0, 1000] grid on top), else 07's own ``grounding`` stage (:func:`agentcpm_grounding_stage`)
+  from the base model on the converted data set's Text2Point / Bbox2Text rows
+  (:mod:`guirl.data.grounding`) in the compact JSON format with AgentCPM-GUI's prompt
+  (:func:`guirl.methods.agentcpm.config.grounding_updates`); Stage II SFT in the ``agentcpm``
+  format from the Stage I model (:func:`guirl.methods.agentcpm.config.sft_updates`), Stage III RFT
+  = the generic ``grpo`` role with ``rl.reward: agentcpm``
+  (:func:`guirl.methods.agentcpm.config.rft_updates`), one engine;
+* Table 1 (:func:`grounding_rows`, :func:`table1_models`, :func:`evaluate_grounding`, :func:`table1`): Fun2Point /
   Text2Point / Bbox2Text on MiniGUI test screens; Table 2 (:func:`compact_splits`,
   :func:`rescore`, :func:`table2`): TM / EM under the ``agentcpm`` protocol, other notebooks'
   prediction files re-scored through the unified mapping; Table 3: SFT vs RFT paired; tokens per
@@ -46,7 +51,9 @@ from guirl.config import Config
 from guirl.studies.parts.agentcpm_androidlong.agentcpm import (
     ACPM_LABELS,
     GROUNDING_TASKS,
+    STAGE_ONE,
     Dedup,
+    agentcpm_grounding_stage,
     agentcpm_stages,
     compact_splits,
     dedup,
@@ -57,7 +64,9 @@ from guirl.studies.parts.agentcpm_androidlong.agentcpm import (
     paper_rows_23,
     rescore,
     screenshot_tops,
+    stage_one,
     table1,
+    table1_models,
     table2,
     token_table,
     upstream_predictions,
@@ -81,6 +90,7 @@ from guirl.studies.parts.agentcpm_androidlong.androidlong import (
 
 __all__ = [
     "ACPM_LABELS",
+    "agentcpm_grounding_stage",
     "agentcpm_stages",
     "AL_ROWS",
     "androidlong_agent",
@@ -107,9 +117,12 @@ __all__ = [
     "plot_rl_curves",
     "rescore",
     "screenshot_tops",
+    "STAGE_ONE",
+    "stage_one",
     "RUN",
     "run_folder",
     "table1",
+    "table1_models",
     "table2",
     "table6",
     "TASK_SETS",

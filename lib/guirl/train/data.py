@@ -76,7 +76,10 @@ def grounding_records(
     max_pixels: int,
     system_prompt: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Grounding pre-training records from MiniGUI's ``grounding_train.jsonl`` rows.
+    """Grounding pre-training records from the ``grounding_train.jsonl`` rows of MiniGUI
+    (:func:`guirl.env.export.grounding_samples`) or of a converted data set
+    (:func:`guirl.data.grounding.grounding_samples`). A row's ``image`` is relative to
+    ``image_root`` (an absolute path is kept as it is).
 
     ``text_to_point`` / ``function_to_point`` rows (answer: a normalised point) become a click
     on that point written in ``output_format``; ``box_to_text`` rows keep their text answer.
@@ -110,7 +113,7 @@ def grounding_records(
             {
                 "prompt": prompt,
                 "completion": _assistant(answer),
-                "images": [f"{root}/{image}" if root else image],
+                "images": [image if not root or image.startswith("/") else f"{root}/{image}"],
                 "episode_id": str(row.get("episode_id", "")),
                 "step_id": int(row.get("step_id", 0)),
                 "history": "grounding",

@@ -9,7 +9,8 @@ resolved config and calls :func:`train`), in a subprocess or in the caller (:mod
 
 Stages:
 * ``grounding``: full-parameter TRL ``SFTTrainer`` on grounding samples (AgentCPM-GUI Stage I
-  analogue, for a randomly initialised tiny model).
+  analogue: the randomly initialised tiny model's first stage on MiniGUI screens, and notebook
+  07's Stage I on a converted data set's UI elements).
 * ``sft``: TRL ``SFTTrainer`` with a PEFT LoRA adapter on the language model only (CCPO
   Table 7: r=8, alpha=16, dropout=0.1; all parameters when ``lora.enabled`` is false, as in
   the tiny profile), loss on the completion only, on trajectory steps for every history
@@ -139,7 +140,8 @@ def build_records(
     cfg: RunConfig, stage: str, data_dir: Path, inputs: dict[str, Path] | None = None
 ) -> list[dict[str, Any]]:
     """Training records of ``stage`` from a prepared dataset folder (either layout of
-    :mod:`guirl.data.splits`; grounding samples exist for MiniGUI only), or for ``records`` from
+    :mod:`guirl.data.splits`; ``grounding`` reads its ``grounding_train.jsonl``, MiniGUI's or a converted
+    data set's), or for ``records`` from
     the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
     from guirl.data.splits import check_written, read_manifest, train_split
     from guirl.prompts import prompt_spec

@@ -10,6 +10,7 @@ it and stored relative to it. The other loaders store paths relative to the data
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from guirl.data.loaders.guir1 import load_guir1
 from guirl.data.loaders.mind2web import load_mind2web
 from guirl.data.loaders.uis1 import load_ccpo_androidcontrol, load_ccpo_guiodyssey, load_ccpo_mind2web, load_uis1
 from guirl.data.loaders._splits import SplitFileError
+from guirl.data.grounding import GROUNDING_FILE, grounding_samples
 from guirl.data.schema import write_episodes
 from guirl.data.splits import check_disjoint
 
@@ -55,17 +57,30 @@ def load_dataset(name: str, path: str | Path, *, skip_bad: bool = False, **kwarg
 
 
 def convert_dataset(
-    name: str, path: str | Path, out_dir: str | Path, *, skip_bad: bool = False, **kwargs: Any
+    name: str,
+    path: str | Path,
+    out_dir: str | Path,
+    *,
+    skip_bad: bool = False,
+    grounding_seed: int = 0,
+    grounding_per_screen: int = 3,
+    **kwargs: Any,
 ) -> tuple[dict[str, Path], LoadResult]:
-    """Load dataset ``name`` from ``path`` and write ``out_dir/episodes.jsonl`` and
-    ``out_dir/manifest.json``. Each episode carries its split (the data set's official split files
-    or the papers' rule: :mod:`guirl.data.loaders._splits`); an episode id in ``train`` and in
-    another split stops the conversion (:func:`guirl.data.splits.check_disjoint`).
+    """Load dataset ``name`` from ``path`` and write ``out_dir/episodes.jsonl``,
+    ``out_dir/grounding_train.jsonl`` and ``out_dir/manifest.json``. Each episode carries its split
+    (the data set's official split files or the papers' rule: :mod:`guirl.data.loaders._splits`);
+    an episode id in ``train`` and in another split stops the conversion
+    (:func:`guirl.data.splits.check_disjoint`).
 
     Screenshots of embedded formats are written under ``out_dir`` (``image_dir=out_dir``);
-    for the others they stay in the dataset folder. ``manifest.json`` records ``image_root``
-    (the folder the episodes' screenshot paths are relative to), the counts and every skipped
-    record. Returns ``({"episodes": ..., "manifest": ..., "image_root": ...}, result)``.
+    for the others they stay in the dataset folder. ``grounding_train.jsonl`` holds AgentCPM-GUI
+    Stage I grounding rows (Sec. 2.3: :func:`guirl.data.grounding.grounding_samples`, at most
+    ``grounding_per_screen`` per screen, drawn with ``grounding_seed``) of the ``train`` split's
+    screens only, their ``image`` paths relative to ``out_dir``; a data set without UI elements
+    (GUI-Odyssey) writes an empty file. ``manifest.json`` records ``image_root`` (the folder the
+    episodes' screenshot paths are relative to), the counts (``grounding_samples``: the rows) and
+    every skipped record. Returns ``({"episodes": ..., "grounding": ..., "manifest": ...,
+    "image_root": ...}, result)``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,6 +96,17 @@ def convert_dataset(
         image_root = image_root.parent
     ep_path = out / "episodes.jsonl"
     write_episodes(res.episodes, ep_path)
+    prefix = os.path.relpath(image_root.resolve(), out.resolve())
+    rows = grounding_samples(
+        groups.get("train", []),
+        image_prefix="" if prefix == "." else Path(prefix).as_posix(),
+        seed=grounding_seed,
+        per_screen=grounding_per_screen,
+    )
+    g_path = out / GROUNDING_FILE
+    with g_path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
     manifest = {
         "source": name,
         "path": str(path),
@@ -88,13 +114,14 @@ def convert_dataset(
         "n_episodes": len(res.episodes),
         "n_steps": sum(len(e.steps) for e in res.episodes),
         "splits": {k: {"episodes": len(v), "steps": sum(len(e.steps) for e in v)} for k, v in sorted(groups.items())},
+        "grounding_samples": len(rows),
         "skipped": [list(s) for s in res.skipped],
         "adjusted": [list(a) for a in res.adjusted],
         "counts": res.counts(),
     }
     man_path = out / "manifest.json"
     man_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return {"episodes": ep_path, "manifest": man_path, "image_root": image_root}, res
+    return {"episodes": ep_path, "grounding": g_path, "manifest": man_path, "image_root": image_root}, res
 
 
 __all__ = [

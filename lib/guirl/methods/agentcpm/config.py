@@ -6,8 +6,10 @@ the section becomes the kernel keys of notebook 07's stages (:func:`sft_updates`
 Every default is the paper's value, commented with its table; a value the paper does not give
 says so (``not a paper value``). The backbone is MiniCPM-V (Sec. 2.1); this project runs the
 recipe on Qwen2.5-VL (ACPM-19 in ``docs/fidelity/agentcpm.md``). The stage sections
-(:mod:`guirl.configbase`) are ``sft`` (Stage II, Table 4: stage values of ``sft`` and, in its
-``runtime``, of ``runtime``) and ``rft`` (Stage III, Table 5: stage values of ``rl``); a kernel key
+(:mod:`guirl.configbase`) are ``grounding`` (Stage I where 07 trains it: stage values of
+``grounding``; the paper gives no Stage I recipe, so none is a paper value), ``sft`` (Stage II,
+Table 4: stage values of ``sft`` and, in its ``runtime``, of ``runtime``) and ``rft`` (Stage III,
+Table 5: stage values of ``rl``); a kernel key
 set in a later layer than the paper's value wins. :func:`recipe` ``"tiny"`` trains the random-init
 tiny model with the tiny profile's own values (it does not move at Table 4-5's 1e-5 / 1e-6 in a few
 hundred steps); the reward, schema and mapping stay the paper's.
@@ -50,12 +52,14 @@ from guirl.methods.agentcpm.reward import SCHEMAS, AgentCPMConfig
 
 __all__ = [
     "AgentCPMEval",
+    "AgentCPMGrounding",
     "AgentCPMRFT",
     "AgentCPMRFTRuntime",
     "AgentCPMSFT",
     "AgentCPMSFTRuntime",
     "AgentCPMSection",
     "DERIVED",
+    "grounding_updates",
     "longest_side_pixels",
     "recipe",
     "rft_updates",
@@ -78,6 +82,17 @@ class AgentCPMRFTRuntime(Section):
 
     mirrors: ClassVar[str] = "runtime"
     bf16: bool = True  # AgentCPM-GUI Table 5
+
+
+class AgentCPMGrounding(Section):
+    """Stage I grounding pre-training (AgentCPM-GUI Sec. 2.3) where notebook 07 trains it (the
+    profiles without ``grounding.enabled``): stage values of ``grounding``. The paper gives no Stage I
+    recipe (only its 12M samples, half of them general multimodal data): none of these is a paper value."""
+
+    mirrors: ClassVar[str] = "grounding"
+    learning_rate: float = Field(default=1e-5, gt=0, le=MAX_LR)  # not a paper value: Table 4's Stage II rate
+    max_steps: int = Field(default=1000, ge=1, le=MAX_STEPS)  # not a paper value: a step budget
+    per_device_batch_size: int = Field(default=1, ge=1, le=MAX_BATCH)  # not a paper value: Table 4's Stage II batch
 
 
 class AgentCPMSFT(Section):
@@ -142,6 +157,7 @@ class AgentCPMEval(Section):
 class AgentCPMSection(Section):
     """AgentCPM-GUI settings (module doc)."""
 
+    grounding: AgentCPMGrounding = Field(default_factory=AgentCPMGrounding)
     sft: AgentCPMSFT = Field(default_factory=AgentCPMSFT)
     rft: AgentCPMRFT = Field(default_factory=AgentCPMRFT)
     eval: AgentCPMEval = Field(default_factory=AgentCPMEval)
@@ -208,6 +224,15 @@ def sft_updates(cfg: RunConfig) -> dict[str, Any]:
         **stage_updates(s),
         **_pixels(cfg, s.max_line_res),
     }
+
+
+def grounding_updates(cfg: RunConfig) -> dict[str, Any]:
+    """The ``Config.replace`` updates of 07's Stage I (grounding pre-training, Sec. 2.3, trained
+    where the profile has no ``grounding.enabled`` model): :func:`sft_updates` (the compact JSON
+    format and AgentCPM-GUI's prompt, so a point answer is ``{"POINT":[x,y]}`` on the 0-1000 grid,
+    Stage II's image cap and precision) and the ``agentcpm.grounding`` stage values (the ``grounding``
+    stage's rate, step budget and batch)."""
+    return {**sft_updates(cfg), **stage_updates(section(cfg).grounding)}
 
 
 def rft_updates(cfg: RunConfig, *, n_train_steps: int) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Notebook 07's AgentCPM-GUI part (:mod:`guirl.studies.agentcpm_androidlong` is the notebook's module):
-the data (intra-query de-duplication, the compact JSON training folder), Stages II and III, the
+the data (intra-query de-duplication, the compact JSON training folder), Stages I-III, the
 grounding benchmark (Table 1), TM / EM with other formats re-scored through the unified mapping
 (Table 2), the rows of Tables 2-3 and tokens per action."""
 
@@ -23,13 +23,17 @@ from guirl.train.launch import SFT_ENTRY, Stage
 __all__ = [
     "ACPM_LABELS",
     "GROUNDING_TASKS",
+    "STAGE_ONE",
     "Dedup",
     "dedup",
     "dedup_sweep",
     "write_agentcpm_data",
     "compact_splits",
+    "agentcpm_grounding_stage",
     "agentcpm_stages",
+    "stage_one",
     "grounding_rows",
+    "table1_models",
     "evaluate_grounding",
     "table1",
     "rescore",
@@ -181,9 +185,57 @@ def compact_splits(splits: Mapping[str, Split]) -> tuple[dict[str, Split], pd.Da
 
 
 # ============================================================================ AgentCPM-GUI: stages
+#: The label of 07's own Stage I (the profiles without ``grounding.enabled``).
+STAGE_ONE = "agentcpm_grounding"
+
+
+def agentcpm_grounding_stage(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path) -> Stage:
+    """Stage I, grounding pre-training (AgentCPM-GUI Sec. 2.3), as 07's own stage: the ``grounding``
+    SFT stage on ``data_dir``'s ``grounding_train.jsonl`` (a converted data set's: its training
+    screens' UI elements as Text2Point / Bbox2Text rows, :func:`guirl.data.grounding.grounding_samples`;
+    MiniGUI's on a MiniGUI folder) from ``start`` (the base model), in ``run_dir/agentcpm_grounding``,
+    trained in Stage II's compact JSON format with AgentCPM-GUI's prompt
+    (:func:`guirl.methods.agentcpm.config.grounding_updates`: a point answer is ``{"POINT":[x,y]}``
+    on the 0-1000 grid) at the ``agentcpm.grounding`` stage values. A folder whose manifest counts no
+    grounding rows (a data set without UI elements, GUI-Odyssey) or does not count them (converted
+    before the rows were written) raises a ``ValueError`` naming the folder and the fix."""
+    from guirl.data.grounding import GROUNDING_FILE
+    from guirl.data.splits import read_manifest
+    from guirl.methods.agentcpm.config import grounding_updates
+
+    n = read_manifest(data_dir).get("grounding_samples")
+    if n is None:
+        raise ValueError(
+            f"{data_dir}/manifest.json: no grounding_samples count for AgentCPM-GUI's Stage I; convert the data set "
+            "again (make nb-00_data_prep) so that it writes grounding_train.jsonl"
+        )
+    if int(n) == 0:
+        raise ValueError(
+            f"{data_dir}/{GROUNDING_FILE}: 0 grounding samples for AgentCPM-GUI's Stage I (its training screens have no "
+            "UI element with a unique text); run 07 on a data set with UI elements (androidcontrol, aitz, amex with a "
+            "train split) or on a profile whose grounding.enabled trains 01's grounding model"
+        )
+    return Stage(
+        "grounding", SFT_ENTRY, cfg.replace(grounding_updates(cfg)), {"data": data_dir}, start, run_dir / STAGE_ONE
+    )
+
+
+def stage_one(
+    cfg: Config, *, grounding: Mapping[str, Any] | None, data_dir: Path, base_model: Path, run_dir: Path
+) -> tuple[Stage | None, Path]:
+    """AgentCPM-GUI's Stage I and where Stage II starts: with 01's grounding model (``grounding``, its
+    result; the profiles with ``grounding.enabled``, the tiny one) ``(None, its final folder)``:
+    nothing to train here; else ``(``:func:`agentcpm_grounding_stage` ``from base_model, its final
+    folder)``."""
+    if grounding is not None:
+        return None, Path(grounding["final"])
+    stage = agentcpm_grounding_stage(cfg, data_dir=data_dir, start=base_model, run_dir=run_dir)
+    return stage, stage.output_dir / "final"
+
+
 def agentcpm_stages(cfg: Config, *, data_dir: Path, start: Path, run_dir: Path) -> tuple[Stage, Stage]:
-    """Stage II (SFT in the compact JSON format, from ``start``: 01's grounding model, or the base
-    model where there is none) and Stage III (RFT: GRPO with AgentCPM-GUI's reward, from the SFT
+    """Stage II (SFT in the compact JSON format, from ``start``: the Stage I model of
+    :func:`stage_one`) and Stage III (RFT: GRPO with AgentCPM-GUI's reward, from the SFT
     model) on ``data_dir`` (:func:`write_agentcpm_data`'s folder), in ``run_dir/agentcpm_sft`` and
     ``run_dir/agentcpm_rft``. Configs: :func:`guirl.methods.agentcpm.config.sft_updates` /
     :func:`~guirl.methods.agentcpm.config.rft_updates`."""
@@ -242,6 +294,30 @@ def grounding_rows(
                 if len(by_type[r["type"]]) < n_per_type:
                     by_type[r["type"]].append({**r, "width": w, "height": h, "split": name})
     return [r for k in GROUNDING_TASKS for r in by_type[k]]
+
+
+def table1_models(
+    results: Mapping[str, Any],
+    *,
+    grounding: Mapping[str, Any] | None,
+    stage_one: Stage | None,
+    cfg: Config,
+    acfg: Config,
+) -> dict[str, tuple[Any, str, str | None]]:
+    """The models of Table 1 for :func:`evaluate_grounding` (``results``: 07's stage results by
+    label), each prompted and parsed as it was trained: Stage I, either 01's grounding model
+    (``grounding``, its result) in ``cfg``'s output format and prompt or 07's own stage
+    (``stage_one``, :data:`STAGE_ONE`) in its config's (the compact JSON format), then the SFT and
+    RFT models in ``acfg``'s (the compact JSON evaluation config)."""
+    models: dict[str, tuple[Any, str, str | None]] = {}
+    if grounding is not None:
+        models["Stage I (01 grounding)"] = (grounding, cfg.sft.output_format, cfg.sft.system_prompt)
+    if stage_one is not None:
+        s = stage_one.cfg.sft
+        models[f"Stage I ({STAGE_ONE})"] = (results[STAGE_ONE], s.output_format, s.system_prompt)
+    for k in ("sft", "rft"):
+        models[ACPM_LABELS[k]] = (results[f"agentcpm_{k}"], "agentcpm", acfg.sft.system_prompt)
+    return models
 
 
 def evaluate_grounding(
