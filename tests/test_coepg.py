@@ -754,7 +754,10 @@ def test_the_loop_resolves_each_batchs_length_before_it_trains(minigui, tmp_path
     # the ablations announce their GRPO runs too, labelled as the stage table labels them
     got = []
     ablations = ci.run_ablations(
-        loop, ci.ablation_runs(cfg), runner=runner, on_schedule=lambda kind, rows: got.append((kind, list(rows["stage"])))
+        loop,
+        ci.ablation_runs(cfg),
+        runner=runner,
+        on_schedule=lambda kind, rows: got.append((kind, list(rows["stage"]))),
     )
     want = [ci.ablation_label(a.name, 0) for a in ci.ablation_runs(cfg) if not a.main]
     assert got == [("rl", want)]
