@@ -296,6 +296,8 @@ def recipe(kind: str, data_source: str) -> dict[str, Any]:
         }
     )
     out["agentcpm.rft.runtime.bf16"] = PROFILE
+    # Stage I is 01's grounding model on the tiny profile; a run that trains 07's own takes the profile's values
+    out.update({f"agentcpm.grounding.{k}": PROFILE for k in ("learning_rate", "max_steps", "per_device_batch_size")})
     out.update(
         {
             "agentcpm.sft.max_steps": 200,  # Stage II from 01's grounding model: the compact JSON syntax and grid are new
