@@ -736,15 +736,20 @@ def check_04_ces_staged_rl(out: Outputs, state: dict[str, Any]) -> None:
         out.figure(name)
 
 
+def planned_vs_trained(out: Outputs, table: str, trained: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """``(planned, trained)`` row pairs of the schedule ``table`` (written before the stages train)
+    and the ``stages`` table's rows ``trained``: the schedule has one row per trained stage, by name."""
+    plan = out.table(table, rows=len(trained))
+    by_name = {r["stage"]: r for r in trained}
+    assert sorted(r["stage"] for r in plan) == sorted(by_name)
+    return [(want, by_name[want["stage"]]) for want in plan]
+
+
 def check_sft_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
     """``sft_schedule``, written before the stages train, names the stages of ``trained`` (the
     ``stages`` table's SFT rows), with the records they trained on and the optimizer steps they
     trained; its own columns agree with each other."""
-    plan = out.table("sft_schedule", rows=len(trained))
-    by_name = {r["stage"]: r for r in trained}
-    assert sorted(r["stage"] for r in plan) == sorted(by_name)
-    for want in plan:
-        got = by_name[want["stage"]]
+    for want, got in planned_vs_trained(out, "sft_schedule", trained):
         assert want["optimizer_steps"] == got["steps"] >= 1 and want["records"] == got["records"], (want, got)
         assert want["global_batch"] == want["per_device_batch"] * want["grad_accum"] * want["processes"]
         assert (want["from"] == "epochs") == (want["epochs"] is not None), want
@@ -754,11 +759,7 @@ def check_rl_schedule(out: Outputs, trained: list[dict[str, Any]]) -> None:
     """``rl_schedule``, written before the stages train, names the RL stages of ``trained`` (the
     ``stages`` table's RL rows) with their roles and the RL steps they trained; its own columns
     agree with each other."""
-    plan = out.table("rl_schedule", rows=len(trained))
-    by_name = {r["stage"]: r for r in trained}
-    assert sorted(r["stage"] for r in plan) == sorted(by_name)
-    for want in plan:
-        got = by_name[want["stage"]]
+    for want, got in planned_vs_trained(out, "rl_schedule", trained):
         assert want["rl_steps"] == got["steps"] >= 1 and want["role"] == got["role"], (want, got)
         assert want["samples_per_step"] == want["prompts_per_step"] * want["group_size"]
         assert want["optimizer_updates"] == want["rl_steps"] * want["mini_batches"]

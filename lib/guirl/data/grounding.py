@@ -29,11 +29,19 @@ import posixpath
 import random
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from guirl.data.schema import Episode, Step, UIElement
 
-__all__ = ["GROUNDING_FILE", "GROUNDING_TYPES", "grounding_samples", "referable_elements", "screen_samples"]
+__all__ = [
+    "GROUNDING_FILE",
+    "GROUNDING_TYPES",
+    "grounding_samples",
+    "referable_elements",
+    "screen_samples",
+    "write_grounding_rows",
+]
 
 #: The file a data folder holds its grounding rows in (MiniGUI's and a converted data set's).
 GROUNDING_FILE = "grounding_train.jsonl"
@@ -140,3 +148,14 @@ def grounding_samples(
             rng = random.Random(f"grounding-{seed}-{ep.episode_id}-{step.step_id}")
             rows.extend(screen_samples(step, ep.episode_id, image, rng, per_screen))
     return rows
+
+
+def write_grounding_rows(folder: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write ``rows`` as ``folder/grounding_train.jsonl`` (:data:`GROUNDING_FILE`), one JSON object a
+    line with sorted keys (the same rows give the same bytes); MiniGUI's export and a converted data
+    set write their rows through it. Returns the file's path."""
+    path = Path(folder) / GROUNDING_FILE
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+    return path

@@ -33,6 +33,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from guirl.data.grounding import write_grounding_rows
 from guirl.data.schema import write_episodes
 from guirl.env.core import MiniGUIEnv
 from guirl.env.expert import ExpertError, Trajectory, solve, trajectory_to_episode
@@ -258,10 +259,7 @@ def build_minigui_dataset(
         )
         out[name] = path
         counts[name] = {"episodes": n_ep, "steps": n_st}
-    gpath = root / "grounding_train.jsonl"
-    with gpath.open("w", encoding="utf-8") as f:
-        for r in grounding:
-            f.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
+    gpath = write_grounding_rows(root, grounding)
     out["grounding"] = gpath
     manifest = {
         "source": "minigui",

@@ -143,6 +143,7 @@ def build_records(
     :mod:`guirl.data.splits`; ``grounding`` reads its ``grounding_train.jsonl``, MiniGUI's or a converted
     data set's), or for ``records`` from
     the JSONL file ``inputs["records"]`` (:func:`guirl.train.data.read_records`)."""
+    from guirl.data.grounding import GROUNDING_FILE
     from guirl.data.splits import check_written, read_manifest, train_split
     from guirl.prompts import prompt_spec
     from guirl.train.data import grounding_records, read_jsonl, read_records, sft_records
@@ -157,10 +158,8 @@ def build_records(
             raise ValueError(f"a records stage needs the input {RECORDS_INPUT!r} (a JSONL of training records)")
         return read_records(inputs[RECORDS_INPUT], image_root=data_dir)
     if stage == "grounding":
-        rows = read_jsonl(data_dir / "grounding_train.jsonl")
-        check_written(
-            data_dir / "grounding_train.jsonl", "rows", len(rows), read_manifest(data_dir).get("grounding_samples")
-        )
+        rows = read_jsonl(data_dir / GROUNDING_FILE)
+        check_written(data_dir / GROUNDING_FILE, "rows", len(rows), read_manifest(data_dir).get("grounding_samples"))
         return grounding_records(
             rows,
             cfg.sft.output_format,

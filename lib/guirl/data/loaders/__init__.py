@@ -23,7 +23,7 @@ from guirl.data.loaders.guir1 import load_guir1
 from guirl.data.loaders.mind2web import load_mind2web
 from guirl.data.loaders.uis1 import load_ccpo_androidcontrol, load_ccpo_guiodyssey, load_ccpo_mind2web, load_uis1
 from guirl.data.loaders._splits import SplitFileError
-from guirl.data.grounding import GROUNDING_FILE, grounding_samples
+from guirl.data.grounding import grounding_samples, write_grounding_rows
 from guirl.data.schema import write_episodes
 from guirl.data.splits import check_disjoint
 
@@ -103,10 +103,7 @@ def convert_dataset(
         seed=grounding_seed,
         per_screen=grounding_per_screen,
     )
-    g_path = out / GROUNDING_FILE
-    with g_path.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+    g_path = write_grounding_rows(out, rows)
     manifest = {
         "source": name,
         "path": str(path),
